@@ -1,0 +1,1 @@
+"""Data providers, the prompt format and the prepare stage."""

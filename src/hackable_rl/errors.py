@@ -1,0 +1,16 @@
+"""User-facing errors: a mistake in input (config, data, paths, run ids) rather than a bug.
+
+The CLI prints `UserError.problems` one per line and exits with code 2, without a traceback
+(`--debug` shows one). Library code raises these with messages that name the file, line or field
+and say what was expected.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem the user can fix; `problems` holds one line each."""
+
+    def __init__(self, *problems: str):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
