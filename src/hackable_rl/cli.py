@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from enum import Enum
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -36,6 +37,11 @@ SetOption = Annotated[
     typer.Option("--set", "-s", help="Override one value, e.g. --set corruption.rate=0.4 (repeatable)."),
 ]
 _state = {"debug": False}
+
+
+class ResumeMode(str, Enum):
+    never = "never"
+    auto = "auto"
 
 
 def _version(value: bool) -> None:
@@ -109,6 +115,103 @@ def _describe_fields(model: type, prefix: str = "") -> list[str]:
         else:
             lines.append(f"{prefix}{name}: {' '.join((field.description or '').split())}")
     return lines
+
+
+@app.command()
+def judge(
+    input: Annotated[Path, typer.Option("--input", "-i", help="JSONL of completions to judge.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the judged JSONL.")],
+    completion_field: Annotated[str, typer.Option(help="Field holding the completion text.")] = "completion",
+    reference_field: Annotated[
+        str, typer.Option(help="Field holding the reference: GSM8K '#### N', a MATH \\boxed solution, or a bare answer.")
+    ] = "reference",
+    extract: Annotated[
+        str, typer.Option(help="strict (format required), boxed (last box) or cascade (box, ####, 'answer is', last number).")
+    ] = "strict",
+    rel_tol: Annotated[float, typer.Option(help="Relative tolerance of numeric comparison.")] = 1e-6,
+    timeout_s: Annotated[float, typer.Option(help="Per-call math-verify timeout in seconds.")] = 2.0,
+) -> None:
+    """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from hackable_rl.evaluation.judge import judge_file
+
+    summary = run_user_action(
+        lambda: judge_file(input, output, completion_field, reference_field, extract, rel_tol, timeout_s)
+    )
+    table = Table(title=f"judged {input} -> {output} ({extract})")
+    for column in ("rows", "judged", "correct", "accuracy", "unparseable", "no answer"):
+        table.add_column(column, justify="right")
+    accuracy = "-" if summary.accuracy is None else f"{summary.accuracy:.4f}"
+    table.add_row(*map(str, (summary.count, summary.judged, summary.correct, accuracy, summary.unparseable, summary.no_answer)))
+    Console(width=120).print(table)
+
+
+@app.command()
+def train(
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+    resume: Annotated[
+        ResumeMode, typer.Option("--resume", help="`auto`: continue the run of this name from its last checkpoint.")
+    ] = ResumeMode.never,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start again over an existing run folder.")] = False,
+    metrics_dir: Annotated[Path, typer.Option("--metrics-dir", help="Where train.json goes (DVC metrics).")] = Path(
+        "metrics"
+    ),
+) -> None:
+    """Train one policy with GRPO (TRL) against the configured training verifier."""
+    from hackable_rl.training.run import run_training
+
+    cfg = _config(config, overrides)
+    result = run_user_action(
+        lambda: run_training(cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir)
+    )
+    typer.echo(f"run {cfg.run_name}: {result.final_step} steps, MLflow run {result.run_id}, folder {result.run_dir}")
+
+
+@app.command()
+def sync(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (cache/artifacts/runs/<run>).")],
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+) -> None:
+    """Upload to MLflow what a run logged while the tracking store was unreachable."""
+    from hackable_rl.tracking.sync import sync_run
+
+    cfg = _config(config, overrides)
+    outcome = run_user_action(lambda: sync_run(cfg, run_dir))
+    typer.echo(f"{run_dir}: {outcome['replayed']} events uploaded to MLflow run {outcome['run_id']}")
+
+
+@app.command()
+def promote(
+    run_id: Annotated[str, typer.Option("--run-id", help="MLflow run id of a training run.")],
+    alias: Annotated[str, typer.Option("--alias", help="Registry alias to move, e.g. champion.")] = "champion",
+    step: Annotated[int | None, typer.Option("--step", help="Permanent checkpoint step (default: last).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Promote a version that has no independent eval.")] = False,
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+) -> None:
+    """Move a Model Registry alias onto a run's permanent checkpoint (evaluated ones only, unless --force)."""
+    from hackable_rl.tracking.models_registry import promote as promote_version
+
+    cfg = _config(config, overrides)
+    moved = run_user_action(lambda: promote_version(cfg, run_id, step, alias, force))
+    typer.echo(f"{moved['name']}@{moved['alias']} -> version {moved['version']} (step {moved['step']})")
+
+
+@app.command()
+def ui(
+    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")] = 5000,
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+) -> None:
+    """Serve the MLflow UI for this project's store on 127.0.0.1."""
+    from hackable_rl.tracking.server import serve_ui
+
+    cfg = _config(config, overrides)
+    run_user_action(lambda: serve_ui(cfg, port))
 
 
 def entrypoint() -> None:  # pragma: no cover - console script shim

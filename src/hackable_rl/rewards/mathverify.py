@@ -1,0 +1,164 @@
+"""math-verify behind a hard timeout, in one long-lived worker process.
+
+Why a process: math-verify's own timeout is `signal.alarm`, which only works in the main thread,
+takes whole seconds and cannot interrupt a hang the interpreter never returns from. A worker that
+the parent waits on with `select` bounds every call in any thread; on a timeout the worker is
+killed and a fresh one starts on the next call. The worker is a plain `python -m` subprocess
+speaking one JSON line per request, not `multiprocessing`, so that scripts without an
+`if __name__ == "__main__"` guard do not get re-imported. The round trip costs about a tenth of a
+millisecond, and only answers that are not plain numbers ever get here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from typing import IO
+
+__all__ = ["MathVerifyWorker", "math_verify_equal", "math_verify_compare", "STATS"]
+
+log = logging.getLogger(__name__)
+
+MAX_ANSWER_CHARS = 1000
+"""Longer answers are not sent to math-verify at all (counted as no match): no real answer is this long."""
+STARTUP_TIMEOUT_S = 120.0
+"""Time the worker may take to start and import math-verify (sympy) on a loaded machine."""
+DEFAULT_COMPARE = "hackable_rl.rewards.mathverify:math_verify_compare"
+
+STATS = {"calls": 0, "timeouts": 0, "errors": 0, "too_long": 0}
+"""Process-wide counters, for logs and tests."""
+
+
+def math_verify_compare(predicted: str, reference: str) -> bool:
+    """math-verify's judgement with its own (signal-based) timeouts off: the worker bounds it."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
+    gold = parse(f"${reference}$", extraction_config=configs, parsing_timeout=None)
+    target = parse(f"${predicted}$", extraction_config=configs, parsing_timeout=None)
+    if not gold or not target:
+        return False
+    return bool(verify(gold, target, timeout_seconds=None))
+
+
+def _serve(compare_path: str) -> None:
+    """Worker loop on stdin/stdout: `[predicted, reference]` -> `["ok", bool]` or `["error", text]`."""
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # its no-timeout warning is expected here
+    from hackable_rl.registry import import_from_path
+
+    import math_verify  # noqa: F401  (sympy's import takes most of a second: pay it before saying ready)
+
+    compare = import_from_path(compare_path)
+    _reply(["ready", None])
+    for line in sys.stdin:
+        predicted, reference = json.loads(line)
+        try:
+            _reply(["ok", bool(compare(predicted, reference))])
+        except Exception as error:  # a foreign library's failure on one answer must not kill the worker
+            _reply(["error", f"{type(error).__name__}: {error}"])
+
+
+def _reply(message: list) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+class MathVerifyWorker:
+    """One worker process, started lazily, restarted after a timeout; safe to share between threads."""
+
+    def __init__(self, compare_path: str = DEFAULT_COMPARE):
+        self._compare_path = compare_path
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen | None = None
+
+    def equal(self, predicted: str, reference: str, timeout_s: float) -> bool | None:
+        """The compare function's verdict, or None when it did not answer within `timeout_s`."""
+        with self._lock:
+            process = self._ensure_started()
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write((json.dumps([predicted, reference]) + "\n").encode())
+            process.stdin.flush()
+            reply = _read_line(process.stdout, timeout_s)
+            if reply is None:
+                self._stop()
+                return None
+        status, value = reply
+        if status == "error":
+            STATS["errors"] += 1
+            log.warning("math-verify failed on %r vs %r: %s (counted as no match)", predicted, reference, value)
+            return False
+        return bool(value)
+
+    def _ensure_started(self) -> subprocess.Popen:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        self._stop()
+        started = time.perf_counter()
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(path for path in sys.path if path))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "hackable_rl.rewards.mathverify", self._compare_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert process.stdout is not None
+        if _read_line(process.stdout, STARTUP_TIMEOUT_S) is None:
+            process.kill()
+            process.wait()
+            raise RuntimeError(
+                f"math-verify worker did not start within {STARTUP_TIMEOUT_S:.0f} s (exit code {process.poll()})"
+            )
+        log.debug("math-verify worker started in %.2f s", time.perf_counter() - started)
+        self._process = process
+        return process
+
+    def _stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.kill()
+        self._process.wait(timeout=5)
+        for stream in (self._process.stdin, self._process.stdout):
+            if stream is not None:
+                stream.close()
+        self._process = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+def _read_line(stream: IO[bytes], timeout_s: float) -> list | None:
+    """One JSON line from the worker, or None on timeout or when the worker died."""
+    ready, _, _ = select.select([stream], [], [], timeout_s)
+    if not ready:
+        return None
+    line = stream.readline()
+    return json.loads(line) if line else None
+
+
+_WORKER = MathVerifyWorker()
+
+
+def math_verify_equal(predicted: str, reference: str, timeout_s: float = 2.0) -> bool:
+    """True when math-verify says the answers are equivalent; a timeout, an error or an absurdly
+    long answer is False (and counted in STATS, and logged)."""
+    if len(predicted) > MAX_ANSWER_CHARS or len(reference) > MAX_ANSWER_CHARS:
+        STATS["too_long"] += 1
+        return False
+    STATS["calls"] += 1
+    verdict = _WORKER.equal(predicted, reference, timeout_s)
+    if verdict is None:
+        STATS["timeouts"] += 1
+        log.warning("math-verify timed out after %.2f s on %r vs %r (counted as no match)", timeout_s, predicted, reference)
+        return False
+    return verdict
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_COMPARE)

@@ -1,0 +1,270 @@
+"""Answer parsing: boxed answers, the strict completion format, references, numbers, comparison.
+
+Everything here is plain Python (no torch, no NumPy) and cached where a training step calls it
+once per ensemble member: the same completion string is parsed once, not M times.
+
+The comparison (`answers_match`) is numeric first: both sides normalised to floats and compared
+with a relative tolerance. Only when one side is not a plain number does it fall back to
+`math-verify`, in a worker process with a hard timeout (see `mathverify.py`), because math-verify
+can hang on adversarial expressions and a hung verifier silently zeroes a whole run.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = [
+    "StrictCompletion",
+    "extract_all_boxed",
+    "extract_boxed",
+    "parse_strict",
+    "parse_reference",
+    "normalize_number",
+    "answers_match",
+    "extract_last_number",
+    "extract_answer_cascade",
+]
+
+_BOX_OPEN = "\\boxed{"
+_CACHE_SIZE = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class StrictCompletion:
+    """A completion in the strict format: one thinking block, then one boxed answer."""
+
+    thinking: str
+    """Text between the thinking tags (unstripped)."""
+    answer: str
+    """Content of the single box, stripped (may be empty: strict but unanswered)."""
+
+
+# --------------------------------------------------------------------------- boxes
+
+
+def _box_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of every balanced `\\boxed{...}`, outermost only, in order."""
+    spans = []
+    position = text.find(_BOX_OPEN)
+    while position != -1:
+        content_start = position + len(_BOX_OPEN)
+        depth = 1
+        index = content_start
+        while index < len(text) and depth:
+            char = text[index]
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+            index += 1
+        if depth:
+            # Unbalanced: ignore this box and look for a later, well-formed one.
+            position = text.find(_BOX_OPEN, content_start)
+            continue
+        spans.append((position, index, text[content_start : index - 1]))
+        position = text.find(_BOX_OPEN, index)
+    return spans
+
+
+def extract_all_boxed(text: str) -> list[str]:
+    """Contents of every balanced `\\boxed{...}` in order (nested braces kept; unbalanced ignored)."""
+    return [content for _, _, content in _box_spans(text)]
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last balanced box (the convention for MATH solutions), or None."""
+    boxes = extract_all_boxed(text)
+    return boxes[-1] if boxes else None
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def parse_strict(completion: str, open_tag: str = "<think>", close_tag: str = "</think>") -> StrictCompletion | None:
+    """The strict parse of section 2 of the spec, or None when the completion is not strict.
+
+    Strict: optional whitespace, `open_tag`, thinking, `close_tag`, whitespace, exactly one
+    `\\boxed{...}`, optional whitespace, nothing else. A second thinking block, a second box anywhere
+    (including inside the thinking: a hedge is a hedge), or an unbalanced box is not strict.
+    """
+    text = completion.strip()
+    if not text.startswith(open_tag):
+        return None
+    close_at = text.find(close_tag, len(open_tag))
+    if close_at == -1:
+        return None
+    thinking = text[len(open_tag) : close_at]
+    if open_tag in thinking or _BOX_OPEN in thinking:
+        return None
+    rest = text[close_at + len(close_tag) :].lstrip()
+    if not rest.startswith(_BOX_OPEN) or rest.count(_BOX_OPEN) != 1:
+        return None
+    spans = _box_spans(rest)
+    if len(spans) != 1 or spans[0][1] != len(rest):
+        return None
+    return StrictCompletion(thinking=thinking, answer=spans[0][2].strip())
+
+
+# --------------------------------------------------------------------------- references
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def parse_reference(text: str) -> str:
+    """The canonical answer of a reference: GSM8K `... #### 72` -> `72`; a MATH solution -> its
+    last boxed content; otherwise the bare answer, stripped. Raises ValueError saying why when
+    nothing parseable is there (an unparseable reference is a data error, never scored correct)."""
+    if "####" in text:
+        answer = text.rsplit("####", 1)[1].strip()
+        if not answer:
+            raise ValueError(f"reference {_preview(text)}: nothing after '####'")
+        return answer
+    if _BOX_OPEN in text:
+        answer = extract_boxed(text)
+        if answer is None:
+            raise ValueError(f"reference {_preview(text)}: \\boxed{{ has unbalanced braces")
+        if not answer.strip():
+            raise ValueError(f"reference {_preview(text)}: the boxed answer is empty")
+        return answer.strip()
+    answer = text.strip()
+    if not answer:
+        raise ValueError("reference is empty")
+    return answer
+
+
+def _preview(text: str, width: int = 60) -> str:
+    return repr(text if len(text) <= width else text[: width - 3] + "...")
+
+
+# --------------------------------------------------------------------------- numbers
+
+_PLAIN_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_NUMBER_RE = re.compile(_NUMBER)
+_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])")
+_FRAC = re.compile(r"^([-+]?)\\[dt]?frac\{\s*(" + _NUMBER + r")\s*\}\{\s*(" + _NUMBER + r")\s*\}$")
+_FRAC_SHORT = re.compile(r"^([-+]?)\\[dt]?frac(\d)(\d)$")
+_SLASH = re.compile(r"^(" + _NUMBER + r")\s*/\s*(" + _NUMBER + r")$")
+_TIMES_TEN = re.compile(r"^(" + _NUMBER + r")\s*(?:\\times|\\cdot|x|\*)\s*10\s*\^\s*\{?\s*([-+]?\d+)\s*\}?$")
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
+_UNIT_TAIL = re.compile(r"^(.*?\d\.?)\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)*)\.?$")
+_VARIABLE_PREFIX = re.compile(r"^[a-zA-Z]\s*=\s*")
+# Words that are mathematics, not units: "3 pi" is not 3.
+_NOT_UNITS = frozenset({"pi", "sqrt", "i", "e", "inf", "infty", "infinity", "or", "and", "to", "x", "y", "n"})
+_STRIP_TOKENS = ("\\$", "$", "\\%", "%", "\\!", "\\,", "\\;", "\\ ", "^\\circ", "^{\\circ}", "\\circ", "°")
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def normalize_number(text: str) -> float | None:
+    """The number an answer string denotes, or None when it is not a plain number.
+
+    Handles thousands separators, `$`, `%`, degree signs, unit words (`12 apples`, `\\text{ cm}`),
+    `x = 5`, trailing `.0`, signs (including the Unicode minus), `\\frac`/`\\dfrac`/`\\tfrac`,
+    `a/b`, decimals and scientific notation (`1.5e3`, `1.5 \\times 10^{3}`).
+    """
+    if _PLAIN_NUMBER.fullmatch(text):
+        return float(text)  # the hot path: most answers are bare integers
+    cleaned = _clean_number_text(text)
+    if not cleaned:
+        return None
+    return _number_value(cleaned)
+
+
+def _clean_number_text(text: str) -> str:
+    cleaned = text.strip().replace("\u2212", "-").replace("\u2013", "-")
+    cleaned = _TEXT_WRAPPER.sub(r" \1", cleaned)
+    for token in _STRIP_TOKENS:
+        cleaned = cleaned.replace(token, "")
+    cleaned = _VARIABLE_PREFIX.sub("", cleaned.strip())
+    cleaned = _THOUSANDS.sub(lambda match: match.group(1).replace(",", ""), cleaned)
+    unit = _UNIT_TAIL.match(cleaned)
+    if unit and not set(unit.group(2).lower().split()) & _NOT_UNITS:
+        cleaned = unit.group(1)
+    cleaned = cleaned.strip().rstrip(".").strip()
+    if cleaned.startswith("{") and cleaned.endswith("}"):
+        cleaned = cleaned[1:-1].strip()
+    return cleaned
+
+
+def _number_value(text: str) -> float | None:
+    if _NUMBER_RE.fullmatch(text):
+        return _finite(float(text))
+    frac = _FRAC.match(text) or _FRAC_SHORT.match(text)
+    if frac:
+        sign, numerator, denominator = frac.groups()
+        return _ratio(float(numerator), float(denominator), negative=sign == "-")
+    slash = _SLASH.match(text)
+    if slash:
+        return _ratio(float(slash.group(1)), float(slash.group(2)), negative=False)
+    times_ten = _TIMES_TEN.match(text)
+    if times_ten:
+        return _finite(float(times_ten.group(1)) * 10.0 ** int(times_ten.group(2)))
+    return None
+
+
+def _ratio(numerator: float, denominator: float, negative: bool) -> float | None:
+    if denominator == 0:
+        return None
+    value = numerator / denominator
+    return _finite(-value if negative else value)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+# --------------------------------------------------------------------------- comparison
+
+_SPACES = re.compile(r"\s+")
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def answers_match(predicted: str, reference: str, rel_tol: float = 1e-6, timeout_s: float = 2.0) -> bool:
+    """True when `predicted` denotes the same answer as `reference` (already parsed).
+
+    Numbers compare as floats with `rel_tol` (and an absolute 1e-12 so that 0 matches 0.0).
+    Anything else goes to math-verify in a worker process bounded by `timeout_s`; a timeout
+    counts as no match and is logged (never a hang).
+    """
+    if not predicted.strip():
+        return False
+    predicted_number = normalize_number(predicted)
+    reference_number = normalize_number(reference)
+    if predicted_number is not None and reference_number is not None:
+        return math.isclose(predicted_number, reference_number, rel_tol=rel_tol, abs_tol=1e-12)
+    if _SPACES.sub("", predicted) == _SPACES.sub("", reference):
+        return True
+    from hackable_rl.rewards.mathverify import math_verify_equal  # lazy: starts a worker on first use
+
+    return math_verify_equal(predicted, reference, timeout_s=timeout_s)
+
+
+# --------------------------------------------------------------------------- lenient extraction (judge cascade)
+
+_LAST_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[-+]?\.\d+")
+_HASH_ANSWER = re.compile(r"####\s*([^\n]+)")
+_ANSWER_IS = re.compile(r"(?:final\s+)?answer\s+is\s*:?\s*(.+?)(?:\.(?:\s|$)|\n|$)", re.IGNORECASE)
+
+
+def extract_last_number(text: str) -> str | None:
+    """The last number written in `text` (commas, decimals and `a/b` kept as written), or None."""
+    numbers = _LAST_NUMBER.findall(text)
+    return numbers[-1] if numbers else None
+
+
+def extract_answer_cascade(text: str) -> tuple[str | None, str]:
+    """(answer, method) from the first rule that finds one: `boxed` (last box), `hash` (`#### N`),
+    `answer_is` ("the answer is X"), `last_number`; (None, "none") when nothing is found."""
+    boxed = extract_boxed(text)
+    if boxed is not None and boxed.strip():
+        return boxed.strip(), "boxed"
+    hashed = _HASH_ANSWER.findall(text)
+    if hashed and hashed[-1].strip():
+        return hashed[-1].strip(), "hash"
+    stated = _ANSWER_IS.findall(text)
+    if stated and stated[-1].strip(" $"):
+        return stated[-1].strip(" $"), "answer_is"
+    number = extract_last_number(text)
+    if number is not None:
+        return number, "last_number"
+    return None, "none"

@@ -1,0 +1,54 @@
+"""Model Registry: find the version of a run's permanent checkpoint and move an alias onto it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hackable_rl.errors import UserError
+from hackable_rl.tracking.tracker import make_client
+
+EVALUATED_TAG = "independent_eval"
+
+
+def _versions_of_run(client: Any, name: str, run_id: str) -> list[Any]:
+    return [v for v in client.search_model_versions(f"name='{name}'") if v.run_id == run_id]
+
+
+def find_version(client: Any, name: str, run_id: str, step: int | None) -> Any:
+    """The registered version of `run_id` at `step` (the latest step when None)."""
+    versions = _versions_of_run(client, name, run_id)
+    if not versions:
+        raise UserError(f"run {run_id}: no version of registered model {name!r} (did training finish a checkpoint?)")
+    by_step = {int(v.tags.get("step", -1)): v for v in versions}
+    if step is None:
+        return by_step[max(by_step)]
+    if step not in by_step:
+        raise UserError(f"run {run_id}: no registered checkpoint at step {step}; registered steps: {sorted(by_step)}")
+    return by_step[step]
+
+
+def mark_evaluated(config: Any, run_id: str, step: int | None, metrics_uri: str) -> str | None:
+    """Tags the version as independently evaluated (promotion requires it); returns its version number."""
+    client, _ = make_client(config.storage.cache_dir)
+    if client is None:
+        return None
+    version = find_version(client, config.tracking.registered_model_name, run_id, step)
+    client.set_model_version_tag(version.name, version.version, EVALUATED_TAG, metrics_uri)
+    return str(version.version)
+
+
+def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool) -> dict[str, Any]:
+    """Moves `alias` to the run's checkpoint version; refuses an unevaluated one unless `force`."""
+    client, uri = make_client(config.storage.cache_dir)
+    if client is None:
+        raise UserError(f"MLflow store {uri} is unreachable; cannot promote")
+    name = config.tracking.registered_model_name
+    version = find_version(client, name, run_id, step)
+    if EVALUATED_TAG not in version.tags and not force:
+        raise UserError(
+            f"{name} version {version.version} (run {run_id}, step {version.tags.get('step')}) has no independent "
+            f"evaluation; run `hackable-rl eval --run-id {run_id} --step {version.tags.get('step')}` first, "
+            "or pass --force"
+        )
+    client.set_registered_model_alias(name, alias, version.version)
+    return {"name": name, "version": version.version, "alias": alias, "step": version.tags.get("step")}

@@ -1,0 +1,45 @@
+"""Where MLflow lives: `MLFLOW_TRACKING_URI` when set, else an embedded SQLite store.
+
+The embedded store sits under the cache root of the real repository, by absolute path, so runs
+from `dvc exp run --queue` temporary workspaces land in the same store as `dvc repro`.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from hackable_rl.storage import mlflow_store_dir
+
+
+def tracking_uri(cache_dir: str | Path) -> str:
+    """The tracking URI this process should use (infrastructure: the environment may set it)."""
+    from_env = os.environ.get("MLFLOW_TRACKING_URI")
+    if from_env:
+        return from_env
+    return f"sqlite:///{mlflow_store_dir(cache_dir) / 'mlflow.db'}"
+
+
+def artifact_root(cache_dir: str | Path) -> Path:
+    """Artifact folder of the embedded store (absolute; never ./mlruns of the current directory)."""
+    return mlflow_store_dir(cache_dir) / "artifacts"
+
+
+def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
+    """Whether a tracking server answers; a file or SQLite store is reachable when its folder can exist."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
+                return response.status == 200
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+    if uri.startswith("sqlite:///"):
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return False
+        return os.access(folder, os.W_OK)
+    return True

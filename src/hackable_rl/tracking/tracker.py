@@ -1,0 +1,268 @@
+"""The tracker every stage logs through: MLflow when reachable, and always a local event log.
+
+Only `tracking/` imports mlflow. A stage opens a tracker with `open_tracker(...)` and never
+branches on whether tracking is on: when it is off the tracker only writes the local event log
+(or nothing); when the store is unreachable it warns once, keeps writing the event log, and
+`hackable-rl sync RUN_DIR` replays what MLflow missed. Nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hackable_rl.jsonl import append_jsonl, read_jsonl
+from hackable_rl.tracking.store import artifact_root, is_reachable, tracking_uri
+
+log = logging.getLogger(__name__)
+
+EVENT_LOG_NAME = "tracking-events.jsonl"
+
+
+def _tracking_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "the store is down", not "the code is wrong"."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (MlflowException, OSError, SQLAlchemyError, TimeoutError)
+
+
+def _finite_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """MLflow stores floats: undefined metrics (None, NaN) are left out, never logged as 0."""
+    kept = {}
+    for key, value in metrics.items():
+        if value is None or isinstance(value, bool):
+            continue
+        number = float(value)
+        if math.isfinite(number):
+            kept[key] = number
+    return kept
+
+
+class Tracker:
+    """Logs one run. `online` is False when MLflow is off or unreachable; events still reach `event_log`."""
+
+    def __init__(self, client: Any | None, run_id: str | None, event_log: Path | None, uri: str | None):
+        self.client = client
+        self.run_id = run_id
+        self.event_log = event_log
+        self.uri = uri
+        self._warned = False
+
+    @property
+    def online(self) -> bool:
+        return self.client is not None and self.run_id is not None
+
+    # ---- the one place that talks to MLflow: failures switch the tracker offline, once
+    def _send(self, action: str, call: Any) -> bool:
+        if not self.online:
+            return False
+        try:
+            call()
+            return True
+        except _tracking_errors() as error:
+            if not self._warned:
+                log.warning(
+                    "MLflow at %s failed during %s (%s); continuing offline. Everything is kept in %s; "
+                    "upload it later with `hackable-rl sync %s`.",
+                    self.uri, action, error, self.event_log, self.event_log.parent if self.event_log else "RUN_DIR",
+                )
+                self._warned = True
+            self.client = None
+            return False
+
+    def _record(self, event: dict[str, Any], delivered: bool) -> None:
+        if self.event_log is not None:
+            append_jsonl(self.event_log, [{**event, "delivered": delivered, "time": time.time()}])
+
+    # ---- the interface stages use
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(key, _param_text(value)) for key, value in params.items()]
+        delivered = self._send("log_params", lambda: _log_batch(self.client, self.run_id, params=items))
+        self._record({"event": "params", "data": {p.key: p.value for p in items}}, delivered)
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        from mlflow.entities import Metric
+
+        finite = _finite_metrics(metrics)
+        if not finite:
+            return
+        stamp = int(time.time() * 1000)
+        items = [Metric(key, value, stamp, step or 0) for key, value in finite.items()]
+        delivered = self._send("log_metrics", lambda: _log_batch(self.client, self.run_id, metrics=items))
+        self._record({"event": "metrics", "step": step, "data": finite}, delivered)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(key, _param_text(value)) for key, value in tags.items()]
+        delivered = self._send("set_tags", lambda: _log_batch(self.client, self.run_id, tags=items))
+        self._record({"event": "tags", "data": {t.key: t.value for t in items}}, delivered)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        path = Path(path).resolve()
+        if path.is_dir():
+            call = lambda: self.client.log_artifacts(self.run_id, str(path), artifact_path)  # noqa: E731
+        else:
+            call = lambda: self.client.log_artifact(self.run_id, str(path), artifact_path)  # noqa: E731
+        delivered = self._send("log_artifact", call)
+        self._record({"event": "artifact", "path": str(path), "artifact_path": artifact_path}, delivered)
+
+    def log_dict(self, obj: Any, filename: str) -> None:
+        delivered = self._send("log_dict", lambda: self.client.log_dict(self.run_id, obj, filename))
+        self._record({"event": "dict", "filename": filename, "data": obj}, delivered)
+
+    def log_table_file(self, jsonl_path: str | Path, artifact_file: str) -> None:
+        """Logs a JSONL file of records as an MLflow table (browsable in the run's UI)."""
+        jsonl_path = Path(jsonl_path).resolve()
+        delivered = self._send("log_table", lambda: _log_table(self.client, self.run_id, jsonl_path, artifact_file))
+        self._record({"event": "table", "path": str(jsonl_path), "artifact_file": artifact_file}, delivered)
+
+    def register_model_version(
+        self, name: str, local_dir: str | Path, artifact_path: str, tags: Mapping[str, Any]
+    ) -> str | None:
+        """Logs `local_dir` as an artifact folder and registers it as a version of model `name`."""
+        local_dir = Path(local_dir).resolve()
+        version: list[str] = []
+
+        def register() -> None:
+            self.client.log_artifacts(self.run_id, str(local_dir), artifact_path)
+            version.append(_create_version(self.client, self.run_id, name, artifact_path, tags))
+
+        delivered = self._send("register_model_version", register)
+        self._record(
+            {"event": "register", "name": name, "path": str(local_dir), "artifact_path": artifact_path,
+             "tags": {k: _param_text(v) for k, v in tags.items()}},
+            delivered,
+        )
+        return version[0] if version else None
+
+    def end(self, status: str = "FINISHED") -> None:
+        self._send("end", lambda: self.client.set_terminated(self.run_id, status))
+
+
+def _param_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text[:6000]
+
+
+def _log_batch(client: Any, run_id: str, **items: Any) -> None:
+    # MLflow caps one batch at 100 params / 1000 metrics: send in slices.
+    for key, values in items.items():
+        for start in range(0, len(values), 100):
+            client.log_batch(run_id, **{key: values[start : start + 100]})
+
+
+def _log_table(client: Any, run_id: str, jsonl_path: Path, artifact_file: str) -> None:
+    import pandas as pd
+
+    rows = read_jsonl(jsonl_path)
+    frame = pd.DataFrame([{key: _cell(value) for key, value in row.items()} for row in rows])
+    client.log_table(run_id, data=frame, artifact_file=artifact_file)
+
+
+def _cell(value: Any) -> Any:
+    """Nested values become JSON text so the table stays flat and readable in the UI."""
+    return json.dumps(value) if isinstance(value, dict | list) else value
+
+
+def _create_version(client: Any, run_id: str, name: str, artifact_path: str, tags: Mapping[str, Any]) -> str:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        client.create_registered_model(name)
+    source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
+    version = client.create_model_version(
+        name, source=source, run_id=run_id, tags={k: _param_text(v) for k, v in tags.items()}
+    )
+    return str(version.version)
+
+
+# --------------------------------------------------------------------------- opening runs
+
+
+def make_client(cache_dir: str | Path) -> tuple[Any | None, str]:
+    """An MlflowClient for the configured store, or None (with a warning) when it is unreachable."""
+    uri = tracking_uri(cache_dir)
+    # A dead server must not stall training for minutes of retries.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    if not is_reachable(uri):
+        log.warning("MLflow store %s is unreachable: logging locally only (sync later with `hackable-rl sync`).", uri)
+        return None, uri
+    from mlflow import MlflowClient
+
+    return MlflowClient(tracking_uri=uri), uri
+
+
+def _experiment_id(client: Any, name: str, cache_dir: str | Path, uri: str) -> str:
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    location = artifact_root(cache_dir).as_uri() if uri.startswith("sqlite:") else None
+    return client.create_experiment(name, artifact_location=location)
+
+
+@contextmanager
+def open_tracker(
+    config: Any,
+    run_name: str,
+    kind: str,
+    run_id: str | None = None,
+    event_log: Path | None = None,
+) -> Iterator[Tracker]:
+    """Opens (or, with `run_id`, resumes) one MLflow run; ends it FAILED if the body raises.
+
+    `kind` (warmstart, train, eval) becomes the `hackable_rl.kind` tag. `event_log`, when given,
+    receives every event, delivered or not, so `hackable-rl sync` can replay what MLflow missed.
+    """
+    tracker = start_tracker(config, run_name, kind, run_id, event_log)
+    try:
+        yield tracker
+    except KeyboardInterrupt:
+        tracker.end("KILLED")
+        raise
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    tracker.end("FINISHED")
+
+
+def start_tracker(
+    config: Any, run_name: str, kind: str, run_id: str | None = None, event_log: Path | None = None
+) -> Tracker:
+    """Like `open_tracker` without the context: the caller ends the run."""
+    cache_dir = config.storage.cache_dir
+    if not config.tracking.enabled:
+        return Tracker(None, None, event_log, None)
+    client, uri = make_client(cache_dir)
+    if client is None:
+        return Tracker(None, run_id, event_log, uri)
+    tracker = Tracker(client, None, event_log, uri)
+
+    def create_or_resume() -> None:
+        if run_id is not None:
+            client.update_run(run_id, status="RUNNING")
+            tracker.run_id = run_id
+            return
+        experiment_id = _experiment_id(client, config.tracking.experiment_name, cache_dir, uri)
+        run = client.create_run(experiment_id, run_name=run_name, tags={"hackable_rl.kind": kind})
+        tracker.run_id = run.info.run_id
+
+    try:
+        create_or_resume()
+    except _tracking_errors() as error:
+        log.warning("MLflow at %s could not open a run (%s): logging locally only.", uri, error)
+        return Tracker(None, run_id, event_log, uri)
+    return tracker

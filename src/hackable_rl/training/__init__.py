@@ -1,0 +1,1 @@
+"""GRPO training through TRL: the reward function, generation records, checkpoints, resume."""

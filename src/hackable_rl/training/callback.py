@@ -1,0 +1,101 @@
+"""The training callback: writes each step's records and metrics, saves permanent checkpoints, and
+sends everything to MLflow at checkpoint boundaries.
+
+Why at checkpoint boundaries: after a `kill -9`, training resumes from the last resumable
+checkpoint K and reruns steps K+1.. . MLflow cannot delete metric points, so anything it had
+received for those steps would appear twice. Local files get each step at once (flushed); MLflow
+gets steps up to K when checkpoint K is written, and the rest at the end.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from hackable_rl.tracking import Tracker
+from hackable_rl.training.checkpoints import save_permanent
+from hackable_rl.training.records import GenerationRecorder, step_file
+from hackable_rl.training.step_metrics import step_metrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunContext:
+    """What the callback needs to know about the run it serves."""
+
+    run_dir: Path
+    recorder: GenerationRecorder
+    tracker: Tracker
+    tokenizer: Any
+    permanent_steps: set[int]
+    config_hash: str
+    base_model: str
+    registered_model_name: str
+    version_tags: dict[str, Any]
+    log_tables: bool
+    registered_versions: dict[int, str | None] = field(default_factory=dict)
+
+
+class RunCallback(TrainerCallback):
+    def __init__(self, run: RunContext):
+        self.run = run
+        self._step_metrics: dict[str, Any] = {}
+        self._pending_metrics: list[tuple[int, dict[str, Any]]] = []
+        self._pending_tables: list[int] = []
+        self._pending_permanent: list[tuple[int, Path]] = []
+        self.summary: dict[str, Any] = {}
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        records = self.run.recorder.flush(step)
+        self._step_metrics = step_metrics(records) if records else {}
+        if records:
+            self._pending_tables.append(step)
+        if step in self.run.permanent_steps or step == state.max_steps:
+            path = save_permanent(
+                model, self.run.tokenizer, self.run.run_dir, step, self._step_metrics,
+                self.run.config_hash, self.run.base_model,
+            )
+            self._pending_permanent.append((step, path))
+            log.info("permanent checkpoint at step %d: %s", step, path)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        logs = logs or {}
+        if "train_runtime" in logs:  # the Trainer's end-of-training summary, not a step
+            self.summary = {f"train/{key}": value for key, value in logs.items()}
+            return
+        trl = {f"trl/{key}": value for key, value in logs.items() if isinstance(value, int | float)}
+        row = {**self._step_metrics, **trl}
+        self.run.recorder.append_metrics(state.global_step, row)
+        self._pending_metrics.append((state.global_step, row))
+
+    def on_save(self, args, state, control, **kwargs):
+        self.flush_to_tracker()
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.flush_to_tracker()
+        if self.summary:
+            self.run.tracker.log_metrics(self.summary, step=state.global_step)
+
+    def flush_to_tracker(self) -> None:
+        """Sends buffered step metrics, generation tables and permanent checkpoints to MLflow."""
+        tracker = self.run.tracker
+        for step, row in self._pending_metrics:
+            tracker.log_metrics(row, step=step)
+        if self.run.log_tables:
+            for step in self._pending_tables:
+                tracker.log_table_file(
+                    step_file(self.run.recorder.generations_dir, step), f"generations/step-{step:05d}.json"
+                )
+        for step, path in self._pending_permanent:
+            version = tracker.register_model_version(
+                self.run.registered_model_name, path, f"checkpoints/permanent/step-{step}",
+                {**self.run.version_tags, "step": step},
+            )
+            self.run.registered_versions[step] = version
+        self._pending_metrics, self._pending_tables, self._pending_permanent = [], [], []

@@ -1,0 +1,90 @@
+"""The one reward function TRL sees: training verifier -> objective, plus a full record per completion.
+
+TRL calls it once per generation batch with every dataset column as a list (one entry per
+completion). It returns the objective's reward (missing imputed for optimisation) and, as a side
+effect, hands the recorder one record per completion: the verifier's full record, the advantage
+GRPO will use, and the independent judge's verdict (analysis only: it never reaches the return value).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from hackable_rl.training.records import GenerationRecorder
+
+
+def group_advantages(rewards: list[float], group_size: int, scale: str) -> list[float]:
+    """The advantages TRL computes from these rewards (one reward function, weight 1).
+
+    advantage = r - mean(group); divided by the group (or batch) std + 1e-4 unless scale is
+    `none`, which the spec keeps for both methods (a group where every reward is equal then
+    contributes no gradient, whatever the reward's scale).
+    """
+    values = np.asarray(rewards, dtype=np.float64).reshape(-1, group_size)  # [prompts, G]
+    centred = values - values.mean(axis=1, keepdims=True)
+    if scale == "group":
+        centred = centred / (values.std(axis=1, ddof=1, keepdims=True) + 1e-4)
+    elif scale == "batch":
+        centred = centred / (values.std(ddof=1) + 1e-4)
+    return centred.reshape(-1).tolist()
+
+
+class ObjectiveReward:
+    """Callable with TRL's reward contract; `__name__` names its column in TRL's logs."""
+
+    __name__ = "objective_reward"
+
+    def __init__(
+        self,
+        pipeline: Any,
+        recorder: GenerationRecorder,
+        judge: Callable[[str, str], Any],
+        group_size: int,
+        scale_rewards: str,
+        count_tokens: Callable[[str], int],
+    ):
+        self.pipeline = pipeline
+        self.recorder = recorder
+        self.judge = judge
+        self.group_size = group_size
+        self.scale_rewards = scale_rewards
+        self.count_tokens = count_tokens
+
+    def __call__(
+        self,
+        prompts: list[str],
+        completions: list[str],
+        completion_ids: list[list[int]] | None = None,
+        id: list[str] | None = None,  # noqa: A002 - the dataset column is called `id`
+        reference: list[str] | None = None,
+        metadata_json: list[str] | None = None,
+        **_: Any,
+    ) -> list[float]:
+        metadata = [json.loads(text) for text in metadata_json]
+        scored = self.pipeline.score(completions, prompts, id, reference, metadata)
+        advantages = group_advantages(scored.rewards, self.group_size, self.scale_rewards)
+        records = []
+        for index, completion in enumerate(completions):
+            judgment = self.judge(completion, reference[index])
+            records.append(
+                {
+                    "prompt_id": id[index],
+                    "prompt": prompts[index],
+                    "completion": completion,
+                    "reference": reference[index],
+                    "prompt_tokens": self.count_tokens(prompts[index]),
+                    "completion_tokens": len(completion_ids[index]) if completion_ids else None,
+                    **scored.records[index],
+                    "reward": scored.rewards[index],
+                    "advantage": advantages[index],
+                    "judge_correct": judgment.correct,
+                    "judge_parsed": judgment.parsed,
+                    "judge_reason": judgment.reason,
+                }
+            )
+        self.recorder.add(records)
+        return list(scored.rewards)

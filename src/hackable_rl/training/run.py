@@ -1,0 +1,320 @@
+"""`hackable-rl train`: one GRPO run, top to bottom.
+
+    config -> run folder (fresh or resumed) -> policy + tokenizer -> prompts dataset
+           -> reward pipeline (training verifier + objective) -> TRL GRPOTrainer + RunCallback
+           -> generation records, metrics, permanent checkpoints -> MLflow run + Model Registry
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from hackable_rl.config import ExperimentConfig, flatten_config
+from hackable_rl.errors import UserError
+from hackable_rl.jsonl import read_jsonl
+from hackable_rl.storage import Storage
+from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
+from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
+from hackable_rl.training.callback import RunCallback, RunContext
+from hackable_rl.training.checkpoints import abandon_permanent_after, last_resumable, permanent_root, resume_dir
+from hackable_rl.training.records import GenerationRecorder, step_file, write_json
+from hackable_rl.training.reward import ObjectiveReward
+from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
+
+log = logging.getLogger(__name__)
+
+Resume = Literal["never", "auto"]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    run_dir: Path
+    run_id: str | None
+    final_step: int
+    metrics: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- the run folder
+
+
+def read_run_info(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "run.json"
+    if not path.exists():
+        raise UserError(f"{run_dir}: no run.json; is this a training run folder? (train first: `hackable-rl train`)")
+    return json.loads(path.read_text())
+
+
+def _open_run_dir(run_dir: Path, resume: Resume, overwrite: bool) -> tuple[dict[str, Any], int | None, Path | None]:
+    """Returns (previous run info, resume step, resume checkpoint) for a fresh or resumed run."""
+    exists = (run_dir / "run.json").exists()
+    if resume == "auto" and exists:
+        checkpoint = last_resumable(run_dir)
+        info = read_run_info(run_dir)
+        if checkpoint is None:
+            raise UserError(
+                f"{run_dir}: --resume auto found no resumable checkpoint in {resume_dir(run_dir)}; "
+                "start again with --overwrite"
+            )
+        return info, checkpoint[1], checkpoint[0]
+    if exists and not overwrite:
+        raise UserError(
+            f"{run_dir}: a run with this name exists; continue it with --resume auto, start again with "
+            "--overwrite, or set tracking.run_name"
+        )
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    return {}, None, None
+
+
+def _rewind(run_dir: Path, recorder: GenerationRecorder, step: int) -> None:
+    """Drops (into abandoned/) whatever the killed attempt wrote after checkpoint `step`."""
+    recorder.rewind_to(step)
+    abandon_permanent_after(run_dir, step)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _dataset(config: ExperimentConfig, tokenizer: Any, is_instruct: bool) -> Any:
+    """The prompts TRL samples: prompt text (chat-templated for instruct models) and the columns the
+    reward needs. The reference rides beside the prompt, never inside it."""
+    from datasets import Dataset
+
+    from hackable_rl.data.prepare import read_prepared
+    from hackable_rl.models.loading import format_prompt
+
+    rows = read_prepared(config, "train")
+    return Dataset.from_list(
+        [
+            {
+                "prompt": format_prompt(tokenizer, row["prompt"], is_instruct),
+                "id": row["id"],
+                "reference": row["reference"],
+                "metadata_json": json.dumps(row.get("metadata") or {}),
+            }
+            for row in rows
+        ]
+    )
+
+
+def _judge(config: ExperimentConfig):
+    from hackable_rl.evaluation.judge import judge_completion
+
+    rewards = config.rewards
+
+    def judge(completion: str, reference: str) -> Any:
+        return judge_completion(
+            completion, reference, extract="strict", rel_tol=rewards.rel_tol, timeout_s=rewards.math_verify_timeout_s
+        )
+
+    return judge
+
+
+def _manifest_hash(config: ExperimentConfig) -> str | None:
+    manifest = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / "manifest.json"
+    if not manifest.exists():
+        return None
+    from hackable_rl.tracking.provenance import file_sha256
+
+    return file_sha256(manifest)
+
+
+# --------------------------------------------------------------------------- tracking
+
+
+def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, digest: str) -> None:
+    """What a fresh run records once: params, the resolved config, tags, provenance."""
+    resolved = config.model_dump(mode="json")
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    tracker.log_params(flatten_config(config))
+    tracker.log_artifact(run_dir / "config.yaml")
+    tracker.set_tags(_run_tags(config, digest))
+    tracker.log_dict({"packages": package_versions(), "hardware": hardware()}, "environment.json")
+
+
+def _run_tags(config: ExperimentConfig, digest: str) -> dict[str, Any]:
+    git = git_state()
+    return {
+        "method": config.method,
+        "corruption.channel": config.corruption.channel,
+        "corruption.rate": config.corruption.rate,
+        "seed": config.seed,
+        "git_sha": git["git_sha"],
+        "git_dirty": git["git_dirty"],
+        "dvc_experiment": dvc_experiment(),
+        "config_hash": digest,
+        "dataset": config.data.name,
+        "dataset_manifest_sha256": _manifest_hash(config),
+        "model.source": config.model.source,
+    }
+
+
+def _catch_up(callback: RunCallback, run_dir: Path, step: int) -> None:
+    """After a kill between a checkpoint and its MLflow flush: queue what MLflow never received."""
+    events_path = run_dir / EVENT_LOG_NAME
+    events = read_jsonl(events_path) if events_path.exists() else []
+    sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
+    sent_tables = {e["artifact_file"] for e in events if e["event"] == "table"}
+    sent_versions = {e["artifact_path"] for e in events if e["event"] == "register"}
+    for row in callback.run.recorder.metrics_rows():
+        if row["step"] <= step and row["step"] not in sent_steps:
+            callback._pending_metrics.append((row["step"], {k: v for k, v in row.items() if k != "step"}))
+            if step_file(callback.run.recorder.generations_dir, row["step"]).exists():
+                if f"generations/step-{row['step']:05d}.json" not in sent_tables:
+                    callback._pending_tables.append(row["step"])
+    for folder in sorted(permanent_root(run_dir).glob("step-*")):
+        if f"checkpoints/permanent/{folder.name}" not in sent_versions:
+            callback._pending_permanent.append((int(folder.name.split("-")[1]), folder))
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run_training(
+    config: ExperimentConfig, resume: Resume = "never", overwrite: bool = False, metrics_out: Path | None = None
+) -> TrainResult:
+    """Trains one policy with GRPO against the configured training verifier.
+
+    `metrics_out` (the DVC metrics folder) receives train.json and train_curve.csv.
+    """
+    from transformers import set_seed
+    from trl import GRPOTrainer
+
+    from hackable_rl.models.loading import is_instruct_policy, load_policy, policy_reference
+    from hackable_rl.rewards.pipeline import build_reward_pipeline
+
+    storage = Storage.from_config(config.storage.cache_dir)
+    run_dir = storage.run_dir(config.run_name)
+    info, resume_step, checkpoint = _open_run_dir(run_dir, resume, overwrite)
+    recorder = GenerationRecorder(run_dir)
+    if resume_step is not None:
+        _rewind(run_dir, recorder, resume_step)
+    set_seed(config.seed)  # Python, NumPy and torch
+
+    model, tokenizer = load_policy(config)
+    is_instruct = is_instruct_policy(config, tokenizer)
+    dataset = _dataset(config, tokenizer, is_instruct)
+    pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
+    digest = config_hash(config.model_dump(mode="json"))
+
+    tracker = start_tracker(
+        config, config.run_name, "train", run_id=info.get("mlflow_run_id"), event_log=run_dir / EVENT_LOG_NAME
+    )
+    info = {
+        **info,
+        "run_name": config.run_name,
+        "kind": "train",
+        "mlflow_run_id": tracker.run_id,
+        "tracking_pending": not tracker.online,
+        "tracking_uri": tracker.uri,
+        "config_hash": digest,
+        "method": config.method,
+        "corruption_rate": config.corruption.rate,
+        "seed": config.seed,
+        "base_model": policy_reference(config),
+        "status": "running",
+    }
+    write_json(run_dir / "run.json", info)
+    if resume_step is None:
+        _start_logging(config, tracker, run_dir, digest)
+    else:
+        log.info("resuming %s from step %d (%s)", config.run_name, resume_step, checkpoint)
+
+    context = RunContext(
+        run_dir=run_dir,
+        recorder=recorder,
+        tracker=tracker,
+        tokenizer=tokenizer,
+        permanent_steps=set(config.trainer.permanent_steps),
+        config_hash=digest,
+        base_model=info["base_model"],
+        registered_model_name=config.tracking.registered_model_name,
+        version_tags={
+            "run_id": tracker.run_id, "method": config.method, "corruption.rate": config.corruption.rate,
+            "seed": config.seed, "run_name": config.run_name,
+        },
+        log_tables=config.tracking.log_generation_tables,
+    )
+    callback = RunCallback(context)
+    if resume_step is not None:
+        _catch_up(callback, run_dir, resume_step)
+    reward = ObjectiveReward(
+        pipeline,
+        recorder,
+        _judge(config),
+        group_size=config.trainer.num_generations,
+        scale_rewards=config.trainer.scale_rewards,
+        count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward],
+        args=build_grpo_args(config, resume_dir(run_dir)),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=build_peft_config(config),
+        callbacks=[callback],
+    )
+    started = time.time()
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    except BaseException:
+        write_json(run_dir / "run.json", {**info, "status": "failed"})
+        tracker.end("FAILED")
+        raise
+    final = _final_metrics(recorder, trainer.state.global_step, time.time() - started)
+    tracker.log_metrics({f"final/{k}": v for k, v in final.items() if k != "step"}, step=trainer.state.global_step)
+    tracker.end("FINISHED")
+    info.update(
+        status="finished",
+        final_step=trainer.state.global_step,
+        tracking_pending=not tracker.online or info.get("tracking_pending", False),
+        registered_versions={str(k): v for k, v in context.registered_versions.items()},
+        permanent_steps=sorted(int(p.name.split("-")[1]) for p in permanent_root(run_dir).glob("step-*")),
+    )
+    write_json(run_dir / "run.json", info)
+    if metrics_out is not None:
+        write_json(metrics_out / "train.json", final)
+        write_curve(recorder.metrics_rows(), metrics_out / "train_curve.csv")
+    return TrainResult(run_dir, tracker.run_id, trainer.state.global_step, final)
+
+
+CURVE_COLUMNS = ("judge/correctness", "reward/observed", "reward/optimised", "hacking_gap", "verifier/disagreement")
+
+
+def write_curve(rows: list[dict[str, Any]], path: Path) -> None:
+    """Per-step learning curve as CSV for `dvc plots` (undefined cells blank)."""
+    import csv
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["step", *(column.replace("/", "_") for column in CURVE_COLUMNS)])
+        for row in rows:
+            writer.writerow([row["step"], *("" if row.get(c) is None else row[c] for c in CURVE_COLUMNS)])
+
+
+def _final_metrics(recorder: GenerationRecorder, final_step: int, seconds: float) -> dict[str, Any]:
+    """Summary over the first and last tenth of the steps (sampled, training prompts)."""
+    rows = recorder.metrics_rows()
+    window = max(1, len(rows) // 10)
+
+    def mean_of(key: str, part: list[dict[str, Any]]) -> float | None:
+        values = [row[key] for row in part if row.get(key) is not None]
+        return sum(values) / len(values) if values else None
+
+    first, last = rows[:window], rows[-window:]
+    summary: dict[str, Any] = {"step": final_step, "seconds": seconds}
+    for key in ("judge/correctness", "reward/observed", "reward/optimised", "hacking_gap"):
+        summary[f"{key}/first"] = mean_of(key, first)
+        summary[f"{key}/last"] = mean_of(key, last)
+    return summary

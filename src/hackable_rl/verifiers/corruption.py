@@ -1,0 +1,268 @@
+"""Corruption channels: each wraps a checker and returns a checker with the same signature.
+
+A channel never edits a checker and never draws from a shared random stream. Every decision is a
+pure function of a hash of (seed, member name, example id, completion text), so an identical
+completion of an identical prompt gets the identical corruption whatever the batch order, the
+batch size, the process or the resume point. Two uniforms come from one 128-bit BLAKE2b digest:
+`u` decides whether the channel fires, `v` supplies any value it needs (noise, a new confidence).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from dataclasses import dataclass, replace
+from hashlib import blake2b
+from statistics import NormalDist
+from typing import Any, Protocol
+
+from hackable_rl.errors import UserError
+from hackable_rl.registry import Registry
+from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
+from hackable_rl.verifiers.types import Checker, Example, Verdict
+
+__all__ = [
+    "CHANNELS",
+    "Channel",
+    "KeyedChannel",
+    "Selector",
+    "Flip",
+    "Asymmetric",
+    "Missing",
+    "Noise",
+    "Bias",
+    "ConfidenceDrop",
+    "Flaw",
+    "corrupt",
+    "corruption_uniforms",
+    "build_channel",
+]
+
+_SCALE = 2.0**-53
+_STANDARD_NORMAL = NormalDist()
+
+
+def corruption_uniforms(seed: int, member: str, example_id: str, completion: str) -> tuple[float, float]:
+    """Two uniforms in the open interval (0, 1), a pure function of the four keys."""
+    key = f"{seed}\x1f{member}\x1f{example_id}\x1f".encode() + completion.encode()
+    digest = blake2b(key, digest_size=16).digest()
+    first = int.from_bytes(digest[:8], "little") >> 11
+    second = int.from_bytes(digest[8:], "little") >> 11
+    return (first + 0.5) * _SCALE, (second + 0.5) * _SCALE
+
+
+class Channel(Protocol):
+    """Turns a verdict into a corrupted one, given the two keyed uniforms."""
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict: ...
+
+
+def _wrong(verdict: Verdict) -> bool:
+    return verdict.reward is not None and verdict.reward < 0.5
+
+
+def _right(verdict: Verdict) -> bool:
+    return verdict.reward is not None and verdict.reward >= 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Flip:
+    """r -> 1 - r with probability p (a missing reward stays missing)."""
+
+    p: float
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
+        if verdict.reward is None or u >= self.p:
+            return verdict
+        return Verdict(1.0 - verdict.reward, verdict.confidence, verdict.parsed, f"flipped:{verdict.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class Asymmetric:
+    """A wrong answer is rewarded with probability p_fp; a right one is denied with p_fn."""
+
+    p_fp: float
+    p_fn: float
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
+        if _wrong(verdict) and u < self.p_fp:
+            return Verdict(1.0, verdict.confidence, verdict.parsed, f"false_positive:{verdict.reason}")
+        if _right(verdict) and u < self.p_fn:
+            return Verdict(0.0, verdict.confidence, verdict.parsed, f"false_negative:{verdict.reason}")
+        return verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Missing:
+    """The reward is missing with probability p."""
+
+    p: float
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
+        if u >= self.p:
+            return verdict
+        return Verdict(None, verdict.confidence, verdict.parsed, f"dropped:{verdict.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class Noise:
+    """r + N(0, sigma), clipped to [0, 1] (a missing reward stays missing)."""
+
+    sigma: float
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
+        if verdict.reward is None or self.sigma <= 0:
+            return verdict
+        noisy = verdict.reward + self.sigma * _STANDARD_NORMAL.inv_cdf(u)
+        return Verdict(min(1.0, max(0.0, noisy)), verdict.confidence, verdict.parsed, f"noisy:{verdict.reason}")
+
+
+_COMPARISONS = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+}
+_SELECTOR = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(==|!=|<=|>=|<|>)\s*(.+?)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A metadata condition `<key> <op> <value>`; numbers compare as numbers, the rest as text."""
+
+    key: str
+    op: str
+    value: Any
+
+    @classmethod
+    def parse(cls, text: str, field: str = "corruption.selector") -> Selector:
+        match = _SELECTOR.match(text)
+        if not match:
+            raise UserError(
+                f"{field}: {text!r} is not `<key> <op> <value>` with op one of {', '.join(_COMPARISONS)} "
+                f"(e.g. 'n_steps >= 3', 'level >= 4', 'subject == Algebra')"
+            )
+        key, op, raw = match.groups()
+        return cls(key, op, _literal(raw))
+
+    def matches(self, metadata: dict[str, Any]) -> bool:
+        if self.key not in metadata:
+            return False
+        actual = metadata[self.key]
+        if isinstance(self.value, float):
+            actual = _as_number(actual)
+            if actual is None:
+                return False
+        elif not isinstance(actual, str):
+            actual = str(actual)
+        return _COMPARISONS[self.op](actual, self.value)
+
+
+def _literal(raw: str) -> Any:
+    number = _as_number(raw)
+    return number if number is not None else raw.strip("'\"")
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Bias:
+    """Asymmetric corruption applied only to examples whose metadata matches the selector."""
+
+    selector: Selector
+    p_fp: float
+    p_fn: float
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
+        if not self.selector.matches(example.metadata):
+            return verdict
+        return Asymmetric(self.p_fp, self.p_fn).apply(verdict, u, v, completion, example)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfidenceDrop:
+    """With probability p the member's confidence drops to a value in [floor, 1)."""
+
+    p: float
+    floor: float
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
+        if u >= self.p:
+            return verdict
+        return replace(verdict, confidence=self.floor + (1.0 - self.floor) * v, reason=f"unsure:{verdict.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class Flaw:
+    """With probability p the member answers as a flawed checker instead (the flawed-verifier study)."""
+
+    p: float
+    checker: Checker
+    name: str
+
+    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
+        if u >= self.p:
+            return verdict
+        flawed = self.checker(completion, example)
+        return replace(flawed, reason=f"{self.name}:{flawed.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedChannel:
+    """A channel bound to its seed and member name: `(verdict, completion, example) -> Verdict`."""
+
+    channel: Channel
+    seed: int
+    member: str
+
+    def __call__(self, verdict: Verdict, completion: str, example: Example) -> Verdict:
+        u, v = corruption_uniforms(self.seed, self.member, example.id, completion)
+        return self.channel.apply(verdict, u, v, completion, example)
+
+
+def corrupt(checker: Checker, channel: KeyedChannel) -> Checker:
+    """`checker` passed through `channel`: a new checker with the same signature."""
+
+    @functools.wraps(checker)
+    def corrupted(completion: str, example: Example) -> Verdict:
+        return channel(checker(completion, example), completion, example)
+
+    return corrupted
+
+
+# --------------------------------------------------------------------------- from config
+
+CHANNELS: Registry = Registry("corruption channel")
+"""Channel name -> factory `(corruption config, checker options) -> Channel`."""
+
+
+def _scaled(rate: float, scale: float) -> float:
+    return min(1.0, rate * scale)
+
+
+CHANNELS.register("flip")(lambda c, options: Flip(c.rate))
+CHANNELS.register("asymmetric")(lambda c, options: Asymmetric(_scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale)))
+CHANNELS.register("missing")(lambda c, options: Missing(c.rate))
+CHANNELS.register("noise")(lambda c, options: Noise(c.rate))
+CHANNELS.register("bias")(
+    lambda c, options: Bias(Selector.parse(c.selector), _scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale))
+)
+CHANNELS.register("confidence")(lambda c, options: ConfidenceDrop(c.rate, c.confidence_floor))
+CHANNELS.register("flaw")(lambda c, options: Flaw(c.rate, build_checker(c.flaw, options), c.flaw))
+
+
+def build_channel(corruption, options: CheckerOptions) -> Channel | None:
+    """The channel `corruption.channel` configures at `corruption.rate`; None for `none`."""
+    if corruption.channel == "none":
+        return None
+    return CHANNELS.get(corruption.channel)(corruption, options)

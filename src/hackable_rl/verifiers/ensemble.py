@@ -1,0 +1,103 @@
+"""Ensemble aggregation and disagreement, vectorised over a batch.
+
+Rewards come as an array [N completions, M members] with NaN where a member's reward is missing;
+confidences as [N, M]. Every statistic runs over the members *with* a reward; a row with none
+gives NaN (missing) for the aggregate and for every disagreement measure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["AGGREGATIONS", "aggregate", "Disagreement", "disagreement"]
+
+AGGREGATIONS = ("mean", "majority", "confidence_weighted", "min")
+
+
+def _present(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    present = ~np.isnan(rewards)  # [N, M]
+    return present, present.sum(axis=1)  # [N]
+
+
+def _row_mean(values: np.ndarray, present: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    total = np.where(present, values, 0.0).sum(axis=1)  # [N]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, total / counts, np.nan)
+
+
+def _votes(rewards: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """Members per row whose reward is >= 0.5."""
+    return (present & (np.nan_to_num(rewards, nan=0.0) >= 0.5)).sum(axis=1)
+
+
+def aggregate(rewards: np.ndarray, confidences: np.ndarray, method: str) -> np.ndarray:
+    """The aggregate reward per row [N]: mean, majority (> half vote >= 0.5; ties 0),
+    confidence_weighted (sum c r / sum c; all-zero confidence is missing), or min."""
+    present, counts = _present(rewards)
+    if method == "mean":
+        return _row_mean(rewards, present, counts)
+    if method == "min":
+        lowest = np.where(present, rewards, np.inf).min(axis=1)
+        return np.where(counts > 0, lowest, np.nan)
+    if method == "majority":
+        majority = (2 * _votes(rewards, present) > counts).astype(float)
+        return np.where(counts > 0, majority, np.nan)
+    if method == "confidence_weighted":
+        weights = np.where(present, confidences, 0.0)  # [N, M]
+        weight_sum = weights.sum(axis=1)
+        weighted = (weights * np.nan_to_num(rewards, nan=0.0)).sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(weight_sum > 0, weighted / weight_sum, np.nan)
+    raise ValueError(f"unknown aggregation {method!r}; valid: {', '.join(AGGREGATIONS)}")
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """Per-row disagreement measures, each [N] with NaN where no member has a reward."""
+
+    u: np.ndarray
+    """U = 4 x population variance of the rewards, in [0, 1]."""
+    normalised: np.ndarray
+    """Share of members whose vote (reward >= 0.5) differs from the majority vote."""
+    vote_entropy: np.ndarray
+    """Entropy in bits of the share of votes >= 0.5."""
+    confidence_dispersion: np.ndarray
+    """Population standard deviation of the confidences."""
+    mean_confidence: np.ndarray
+    """Mean confidence (the robust shaping's confidence)."""
+
+
+def disagreement(rewards: np.ndarray, confidences: np.ndarray) -> Disagreement:
+    """The four disagreement measures of the spec plus the mean confidence, over present members."""
+    present, counts = _present(rewards)
+    mean = _row_mean(rewards, present, counts)
+    spread = np.where(present, rewards - mean[:, None], 0.0)
+    variance = _row_mean(spread * spread, present, counts)
+    votes = _votes(rewards, present)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(counts > 0, votes / counts, np.nan)
+    majority = 2 * votes > counts
+    dissent = np.where(majority, counts - votes, votes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        normalised = np.where(counts > 0, dissent / counts, np.nan)
+    mean_confidence = _row_mean(confidences, present, counts)
+    confidence_spread = np.where(present, confidences - mean_confidence[:, None], 0.0)
+    confidence_variance = _row_mean(confidence_spread * confidence_spread, present, counts)
+    return Disagreement(
+        u=4.0 * variance,
+        normalised=normalised,
+        vote_entropy=_binary_entropy(share),
+        confidence_dispersion=np.sqrt(confidence_variance),
+        mean_confidence=mean_confidence,
+    )
+
+
+def _binary_entropy(share: np.ndarray) -> np.ndarray:
+    """H(p) in bits; 0 at p in {0, 1}; NaN stays NaN."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inside = (share > 0) & (share < 1)
+        p = np.where(inside, share, 0.5)
+        entropy = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
+    return np.where(np.isnan(share), np.nan, np.where(inside, entropy, 0.0))
