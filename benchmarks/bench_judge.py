@@ -74,6 +74,21 @@ def bench_gsm8k(timeout_s: float) -> dict:
     }
 
 
+def bench_gsm8k_cascade() -> dict:
+    solutions = [row["answer"] for row in read_jsonl(DATA / "gsm8k" / "test.jsonl")]
+    clear_caches()
+    started = time.perf_counter()
+    judgments = [judge_completion(s, s, extract="cascade") for s in solutions]
+    seconds = time.perf_counter() - started
+    return {
+        "workload": "gsm8k reference solutions (cascade, own answer)",
+        "judgments": len(solutions),
+        "seconds": round(seconds, 4),
+        "per_second": round(len(solutions) / seconds),
+        "correct": sum(j.correct is True for j in judgments),
+    }
+
+
 def _rewritten(answer: str) -> str:
     return answer.replace("\\left", "").replace("\\right", "").replace("\\dfrac", "\\frac")
 
@@ -130,7 +145,11 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=2.0, help="math-verify timeout per call")
     parser.add_argument("--math-limit", type=int, default=500, help="MATH-500 problems used")
     args = parser.parse_args()
-    results = [bench_gsm8k(args.timeout_s), bench_math(args.math_limit, args.timeout_s)]
+    results = [
+        bench_gsm8k(args.timeout_s),
+        bench_gsm8k_cascade(),
+        bench_math(args.math_limit, args.timeout_s),
+    ]
     for result in results:
         print(json.dumps(result))
     mathverify._WORKER.close()

@@ -28,13 +28,25 @@ MATH500_TEST = GSM8K_TEST.parents[1] / "math500" / "test.jsonl"
 @pytest.mark.parametrize(
     ("completion", "reference", "expected"),
     [
-        ("<think>16-3-4=9, 9*2=18</think> \\boxed{18}", "so $18.\n#### 18", Judgment(True, "18", "match (strict)")),
+        (
+            "<think>16-3-4=9, 9*2=18</think> \\boxed{18}",
+            "so $18.\n#### 18",
+            Judgment(True, "18", "match (strict)"),
+        ),
         ("<think>t</think>\\boxed{1,000}", "#### 1000", Judgment(True, "1,000", "match (strict)")),
         ("<think>t</think> \\boxed{\\frac{3}{4}}", "0.75", Judgment(True, "\\frac{3}{4}", "match (strict)")),
         ("<think>t</think> \\boxed{17}", "#### 18", Judgment(False, "17", "mismatch (strict): expected 18")),
         # hedging (several boxes) is never strict, even when one box is right
-        ("<think>t</think> \\boxed{17} \\boxed{18}", "#### 18", Judgment(False, None, "several boxed answers (not strict)")),
-        ("<think>t \\boxed{18}</think> \\boxed{18}", "#### 18", Judgment(False, None, "several boxed answers (not strict)")),
+        (
+            "<think>t</think> \\boxed{17} \\boxed{18}",
+            "#### 18",
+            Judgment(False, None, "several boxed answers (not strict)"),
+        ),
+        (
+            "<think>t \\boxed{18}</think> \\boxed{18}",
+            "#### 18",
+            Judgment(False, None, "several boxed answers (not strict)"),
+        ),
         ("The answer is \\boxed{18}", "#### 18", Judgment(False, None, "not strict format")),
         ("<think>t</think> \\boxed{18} done", "#### 18", Judgment(False, None, "not strict format")),
         ("<think>t</think> \\boxed{ }", "#### 18", Judgment(False, None, "empty boxed answer")),
@@ -53,14 +65,23 @@ def test_boxed_takes_the_last_box_anywhere():
 
 @pytest.mark.parametrize(
     ("completion", "method"),
-    [("x \\boxed{18} y", "boxed"), ("9*2=18\n#### 18", "hash"), ("So the answer is 18.", "answer_is"), ("9*2 = 18", "last_number")],
+    [
+        ("x \\boxed{18} y", "boxed"),
+        ("9*2=18\n#### 18", "hash"),
+        ("So the answer is 18.", "answer_is"),
+        ("9*2 = 18", "last_number"),
+    ],
 )
 def test_cascade_finds_the_answer_by_each_rule(completion, method):
-    assert judge_completion(completion, "#### 18", extract="cascade") == Judgment(True, "18", f"match ({method})")
+    assert judge_completion(completion, "#### 18", extract="cascade") == Judgment(
+        True, "18", f"match ({method})"
+    )
 
 
 def test_cascade_without_any_answer_is_wrong():
-    assert judge_completion("no idea", "#### 18", extract="cascade") == Judgment(False, None, "no answer found by cascade")
+    assert judge_completion("no idea", "#### 18", extract="cascade") == Judgment(
+        False, None, "no answer found by cascade"
+    )
 
 
 def test_math_solution_reference_and_symbolic_answer():
@@ -131,11 +152,19 @@ def test_judge_file_keeps_input_fields_and_adds_three(tmp_path):
             {"id": "q3", "model": "m", "text": "72", "gold": "####"},
         ],
     )
-    summary = judge_file(source, tmp_path / "out" / "judged.jsonl", completion_field="text", reference_field="gold")
+    summary = judge_file(
+        source, tmp_path / "out" / "judged.jsonl", completion_field="text", reference_field="gold"
+    )
     rows = read_jsonl(tmp_path / "out" / "judged.jsonl")
     assert list(rows[0]) == ["id", "model", "text", "gold", "correct", "parsed", "reason"]
     assert [(r["correct"], r["parsed"]) for r in rows] == [(True, "72"), (False, "7"), (None, None)]
-    assert (summary.count, summary.judged, summary.correct, summary.unparseable, summary.no_answer) == (3, 2, 1, 1, 1)
+    assert (summary.count, summary.judged, summary.correct, summary.unparseable, summary.no_answer) == (
+        3,
+        2,
+        1,
+        1,
+        1,
+    )
     assert summary.accuracy == 0.5
 
 
@@ -154,7 +183,10 @@ def test_judge_file_accuracy_is_none_when_nothing_could_be_judged(tmp_path):
             "in.jsonl:3: missing field 'completion' (fields present: output, reference); name the right one with --completion-field",
         ),
         (['{"completion": "a"}'], "in.jsonl:1: missing field 'reference' (fields present: completion)"),
-        (['{"completion": null, "reference": "1"}'], "in.jsonl:1: field 'completion' must be a string, got NoneType"),
+        (
+            ['{"completion": null, "reference": "1"}'],
+            "in.jsonl:1: field 'completion' must be a string, got NoneType",
+        ),
     ],
 )
 def test_bad_rows_name_file_and_line_and_leave_existing_output_alone(tmp_path, lines, message):
@@ -197,7 +229,9 @@ def test_cli_judge_prints_summary_and_writes_rows(tmp_path):
 
 def test_cli_judge_user_error_exits_2_without_traceback(tmp_path):
     (tmp_path / "in.jsonl").write_text('{"text": "a"}\n')
-    result = CliRunner().invoke(app, ["judge", "-i", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl")])
+    result = CliRunner().invoke(
+        app, ["judge", "-i", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl")]
+    )
     assert result.exit_code == 2
     assert "in.jsonl:1: missing field 'completion'" in result.output
     assert "Traceback" not in result.output
@@ -231,10 +265,23 @@ def test_metrics_import_no_torch():
 
 # --------------------------------------------------------------------------- strict mode is the clean checker
 
-_PIECES = ["<think>", "</think>", "\\boxed{18}", "\\boxed{17}", "\\boxed{}", " ", "so 18", "\n", "\\boxed{1,8}"]
+_PIECES = [
+    "<think>",
+    "</think>",
+    "\\boxed{18}",
+    "\\boxed{17}",
+    "\\boxed{}",
+    " ",
+    "so 18",
+    "\n",
+    "\\boxed{1,8}",
+]
 
 
-@given(st.lists(st.sampled_from(_PIECES), max_size=7), st.sampled_from(["#### 18", "18", "\\boxed{18}", "#### 17"]))
+@given(
+    st.lists(st.sampled_from(_PIECES), max_size=7),
+    st.sampled_from(["#### 18", "18", "\\boxed{18}", "#### 17"]),
+)
 def test_strict_judge_agrees_with_the_clean_checker(pieces, reference):
     completion = "".join(pieces)
     verdict = clean_checker(completion, Example(id="x", reference=reference))

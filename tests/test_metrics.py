@@ -168,7 +168,10 @@ def test_no_rewards_leaves_reward_metrics_undefined_but_coverage_zero():
 def test_reward_range_normalises_before_thresholding():
     assert normalise_reward(0.0, -1.0, 1.0) == 0.5
     assert normalise_reward(3.0, -1.0, 1.0) == 1.0
-    records = [{"prompt_id": "p", "correct": False, "reward": 0.2}, {"prompt_id": "p", "correct": True, "reward": -1.0}]
+    records = [
+        {"prompt_id": "p", "correct": False, "reward": 0.2},
+        {"prompt_id": "p", "correct": True, "reward": -1.0},
+    ]
     metrics = compute_metrics(records, k_values=[1], reward_range=(-1.0, 1.0))
     assert metrics["false_positive_rate"] == 1.0  # 0.2 -> 0.6 >= 0.5
     assert metrics["hacking_gap"] == pytest.approx((0.6 - 0 + 0 - 1) / 2)

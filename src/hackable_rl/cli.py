@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from enum import Enum
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -123,10 +123,12 @@ def judge(
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the judged JSONL.")],
     completion_field: Annotated[str, typer.Option(help="Field holding the completion text.")] = "completion",
     reference_field: Annotated[
-        str, typer.Option(help="Field holding the reference: GSM8K '#### N', a MATH \\boxed solution, or a bare answer.")
+        str,
+        typer.Option(help="Field holding the reference: GSM8K '#### N', a MATH \\boxed solution, or a bare answer."),
     ] = "reference",
     extract: Annotated[
-        str, typer.Option(help="strict (format required), boxed (last box) or cascade (box, ####, 'answer is', last number).")
+        str,
+        typer.Option(help="strict (format required), boxed (last box) or cascade (box, ####, 'answer is', last number)."),
     ] = "strict",
     rel_tol: Annotated[float, typer.Option(help="Relative tolerance of numeric comparison.")] = 1e-6,
     timeout_s: Annotated[float, typer.Option(help="Per-call math-verify timeout in seconds.")] = 2.0,
@@ -144,7 +146,8 @@ def judge(
     for column in ("rows", "judged", "correct", "accuracy", "unparseable", "no answer"):
         table.add_column(column, justify="right")
     accuracy = "-" if summary.accuracy is None else f"{summary.accuracy:.4f}"
-    table.add_row(*map(str, (summary.count, summary.judged, summary.correct, accuracy, summary.unparseable, summary.no_answer)))
+    counts = (summary.count, summary.judged, summary.correct, accuracy, summary.unparseable, summary.no_answer)
+    table.add_row(*map(str, counts))
     Console(width=120).print(table)
 
 
@@ -212,6 +215,151 @@ def ui(
 
     cfg = _config(config, overrides)
     run_user_action(lambda: serve_ui(cfg, port))
+
+
+@app.command()
+def prepare(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None) -> None:
+    """Prepare the dataset: train/eval (and sft) JSONL plus manifest.json under <cache>/datasets/<name>/."""
+    from hackable_rl.data import prepare_dataset
+
+    cfg = _config(config, overrides)
+    result = run_user_action(lambda: prepare_dataset(cfg))
+    counts = ", ".join(f"{split} {count}" for split, count in result.counts.items())
+    typer.echo(f"prepared {cfg.data.name} ({cfg.data.provider}): {counts}; skipped bad rows {result.skipped_rows}")
+    typer.echo(f"output: {result.out_dir}")
+
+
+@app.command("eval")
+def eval_command(
+    run_id: Annotated[str | None, typer.Option("--run-id", help="MLflow run id of a training run.")] = None,
+    step: Annotated[int | None, typer.Option("--step", help="Permanent checkpoint step (default: last).")] = None,
+    all_steps: Annotated[
+        bool, typer.Option("--all-steps", help="Evaluate every permanent checkpoint (a learning curve).")
+    ] = False,
+    model: Annotated[
+        Path | None, typer.Option("--model", help="Evaluate a policy folder that has no run (default: the base).")
+    ] = None,
+    base: Annotated[bool, typer.Option("--base", help="Evaluate the configured base policy (no RL).")] = False,
+    configured_run: Annotated[
+        bool, typer.Option("--configured-run", help="Evaluate the training run this config names (DVC stages).")
+    ] = False,
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+    metrics_dir: Annotated[Path, typer.Option("--metrics-dir", help="Where eval.json goes (DVC metrics).")] = Path(
+        "metrics"
+    ),
+) -> None:
+    """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates."""
+    from hackable_rl.experiments import evaluate as runs
+
+    cfg = _config(config, overrides)
+    if sum([run_id is not None, model is not None, base, configured_run]) != 1:
+        run_user_action(
+            lambda: _fail("eval: pass exactly one of --run-id ID, --configured-run, --model PATH or --base")
+        )
+    if configured_run:
+        run_id = run_user_action(lambda: runs.configured_run_id(cfg))
+    if all_steps:
+        if run_id is None:
+            run_user_action(lambda: _fail("eval --all-steps needs --run-id"))
+        out = run_user_action(lambda: runs.evaluate_all_steps(cfg, run_id, metrics_dir))
+        typer.echo(f"learning curve: {out}")
+        return
+    if run_id is not None:
+        target = run_user_action(lambda: runs.target_from_run(cfg, run_id, step))
+    else:
+        target = runs.target_from_model(cfg, model)
+    result = run_user_action(lambda: runs.evaluate(target, metrics_dir))
+    _print_eval(result)
+
+
+def _fail(message: str) -> None:
+    raise UserError(message)
+
+
+def _print_eval(result: Any) -> None:
+    keys = ["n_prompts", "n_samples", "pass_at_1", "hacking_gap", "observed_reward", "coverage",
+            "false_positive_rate", "false_negative_rate"]
+    keys += sorted(k for k in result.metrics if k.startswith("pass_at_") and k[8:].isdigit() and k != "pass_at_1")
+    for key in keys:
+        if key in result.metrics:
+            value = result.metrics[key]
+            typer.echo(f"{key:>22}: {'' if value is None else round(value, 4) if isinstance(value, float) else value}")
+    typer.echo(f"written to {result.out_dir}")
+
+
+@app.command()
+def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None) -> None:
+    """Warm-start the tiny policy (tokenizer + SFT on worked solutions, held-out greedy accuracy), or
+    record the pinned reference of a pretrained model.source. Writes metrics/warmstart.json."""
+    from hackable_rl.models.loading import policy_dir
+    from hackable_rl.models.warmstart import run_warmstart
+
+    cfg = _config(config, overrides)
+    metrics = run_user_action(lambda: run_warmstart(cfg))
+    if "accuracy" in metrics:
+        band = metrics["target_accuracy"]
+        typer.echo(
+            f"warm start: held-out greedy accuracy {metrics['accuracy']} (target {band[0]}-{band[1]}: "
+            f"{'inside' if metrics['in_target'] else 'OUTSIDE'}), loss {metrics['loss']['first']:.3f} -> "
+            f"{metrics['loss']['last']:.3f}, {metrics['seconds']['total']:.0f} s"
+        )
+    else:
+        typer.echo(f"pretrained policy {cfg.model.source}: reference recorded")
+    typer.echo(f"policy: {policy_dir(cfg)}")
+
+
+@app.command()
+def condition(
+    method: Annotated[str, typer.Option("--method", help="base (no RL), baseline or robust.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder that receives condition.json.")],
+    study: Annotated[
+        Path | None, typer.Option("--study", help="Study file whose method_overrides apply to this method.")
+    ] = None,
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+) -> None:
+    """Run one study condition (train + evaluate, or evaluate the base) and write condition.json.
+    A failed run is recorded there (status failed, its error) and exits 0, so a sweep goes on."""
+    from hackable_rl.experiments.study import method_overrides, run_condition
+
+    extra = run_user_action(lambda: method_overrides(study, method)) if study else []
+    cfg = _config(config, [*extra, *(overrides or [])])
+    record = run_user_action(lambda: run_condition(cfg, method, out))
+    name = record["condition"]["name"]
+    if record["status"] == "ok":
+        typer.echo(f"condition {name}: ok, pass@1 {record['eval'].get('pass_at_1')}, gap {record['eval'].get('hacking_gap')}")
+    else:
+        typer.secho(f"condition {name}: FAILED ({record['error']}); recorded in {out}", err=True, fg=typer.colors.RED)
+
+
+@app.command()
+def report(
+    study: Annotated[
+        Path | None, typer.Option("--study", help="Folder holding the study's condition.json files.")
+    ] = None,
+    single: Annotated[bool, typer.Option("--single", help="Report the root pipeline's single run.")] = False,
+    metrics_dir: Annotated[
+        Path, typer.Option("--metrics-dir", help="--single: warmstart.json, base/eval.json, eval.json, train*.")
+    ] = Path("metrics"),
+    out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: report.out_dir).")] = None,
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+) -> None:
+    """Write plots (PNG) and report.md: a study's summary table (--study DIR) or the single run (--single)."""
+    from hackable_rl.report import build_single_report, build_study_report
+    from hackable_rl.report.single import SingleInputs
+
+    cfg = _config(config, overrides)
+    if (study is None) == (not single):
+        run_user_action(lambda: _fail("report: pass exactly one of --study DIR or --single"))
+    target = out or Path(cfg.report.out_dir)
+    if study is not None:
+        built = run_user_action(lambda: build_study_report(study, target, cfg.report.title))
+        typer.echo(f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}")
+        return
+    path = run_user_action(lambda: build_single_report(SingleInputs.under(metrics_dir), target, cfg.report.title))
+    typer.echo(f"report: {path}")
 
 
 def entrypoint() -> None:  # pragma: no cover - console script shim

@@ -137,6 +137,16 @@ class ArithConfig(Section):
     hedged_share: Probability = 0.0
     """Share of worked solutions (warm-start data) that hedge: several boxed answers, one right."""
 
+    @model_validator(mode="after")
+    def _ranges_are_ordered(self) -> ArithConfig:
+        if self.min_steps > self.max_steps:
+            raise ValueError(f"data.arith.max_steps: {self.max_steps} is below min_steps {self.min_steps}")
+        if self.min_value > self.max_value:
+            raise ValueError(f"data.arith.max_value: {self.max_value} is below min_value {self.min_value}")
+        if not self.operators:
+            raise ValueError("data.arith.operators: [] is empty; list at least one of +, -, *")
+        return self
+
 
 class CurriculumSource(Section):
     provider: str

@@ -110,7 +110,9 @@ def hedged_completion(rng: random.Random, thinking: str, answer: int) -> str:
     return render_completion(thinking, str(boxes[0])) + "".join(f" \\boxed{{{value}}}" for value in boxes[1:])
 
 
-def to_sample(problem: Problem, ident: str, solution: str | None = None, hedged: bool = False) -> TrainingSample:
+def to_sample(
+    problem: Problem, ident: str, solution: str | None = None, hedged: bool = False
+) -> TrainingSample:
     metadata = {
         "source": "arith",
         "n_steps": len(problem.operators),
@@ -144,7 +146,9 @@ def distinct_problems(rng: random.Random, arith: ArithConfig, count: int, seen: 
     )
 
 
-def worked_solutions(rng: random.Random, problems: list[Problem], hedged_share: float) -> list[TrainingSample]:
+def worked_solutions(
+    rng: random.Random, problems: list[Problem], hedged_share: float
+) -> list[TrainingSample]:
     """Warm-start samples; exactly round(hedged_share * n) of them hedge."""
     hedged = set(rng.sample(range(len(problems)), round(hedged_share * len(problems))))
     samples = []
@@ -162,7 +166,9 @@ def worked_solutions(rng: random.Random, problems: list[Problem], hedged_share: 
 def arith_provider(config: DataConfig, seed: int) -> ProviderOutput:
     """Generates eval, then sft, then train problems, every question distinct across all three."""
     if config.train_size is None or config.eval_size is None:
-        raise UserError("data.train_size / data.eval_size: the arith provider generates problems; give numbers")
+        raise UserError(
+            "data.train_size / data.eval_size: the arith provider generates problems; give numbers"
+        )
     rng = random.Random(f"arith:{seed}")
     seen: set[str] = set()
     held_out = distinct_problems(rng, config.arith, config.eval_size, seen)

@@ -73,7 +73,9 @@ def repeat_passes(streams: list[list[TrainingSample]], passes: int, seed: int) -
     merged = []
     for index, stream in enumerate(streams):
         for number in range(passes):
-            merged.extend(stream if number == 0 else shuffled(stream, seed, f"curriculum:{index}:pass{number}"))
+            merged.extend(
+                stream if number == 0 else shuffled(stream, seed, f"curriculum:{index}:pass{number}")
+            )
     return merged
 
 
@@ -96,7 +98,9 @@ def _source_config(config: DataConfig, source: CurriculumSource, sizes: tuple[in
 
 def _tagged(samples: list[TrainingSample], index: int, provider: str) -> list[TrainingSample]:
     label = f"{index}:{provider}"
-    return [replace(s, id=f"s{index}-{s.id}", metadata=s.metadata | {"curriculum_source": label}) for s in samples]
+    return [
+        replace(s, id=f"s{index}-{s.id}", metadata=s.metadata | {"curriculum_source": label}) for s in samples
+    ]
 
 
 def _check_sources(config: DataConfig) -> list[CurriculumSource]:
@@ -105,11 +109,21 @@ def _check_sources(config: DataConfig) -> list[CurriculumSource]:
         raise UserError(f"data.curriculum.sources: empty; list the sources in curriculum order, {_EXAMPLE}")
     for index, source in enumerate(sources):
         if source.provider in _CURRICULUM_PROVIDERS:
-            raise UserError(f"data.curriculum.sources.{index}.provider: {source.provider!r} cannot nest a curriculum")
+            raise UserError(
+                f"data.curriculum.sources.{index}.provider: {source.provider!r} cannot nest a curriculum"
+            )
+        if source.provider != "arith" and not source.path:
+            raise UserError(
+                f"data.curriculum.sources.{index}.path: required for provider {source.provider!r}"
+            )
     if sum(source.weight for source in sources) <= 0:
-        raise UserError("data.curriculum.sources: every weight is 0; give at least one source a positive weight")
+        raise UserError(
+            "data.curriculum.sources: every weight is 0; give at least one source a positive weight"
+        )
     if config.train_size is None or config.eval_size is None:
-        raise UserError("data.train_size / data.eval_size: a curriculum splits them between sources; give numbers")
+        raise UserError(
+            "data.train_size / data.eval_size: a curriculum splits them between sources; give numbers"
+        )
     return sources
 
 
@@ -133,12 +147,18 @@ def build_curriculum(config: DataConfig, seed: int, order_math_by_level: bool = 
         trains.append(_tagged(train, index, source.provider))
         evals.extend(_tagged(output.eval, index, source.provider))
         sfts.append(_tagged(output.sft, index, source.provider))
-        manifests.extend(entry | {"curriculum_source": f"{index}:{source.provider}"} for entry in output.sources)
+        manifests.extend(
+            entry | {"curriculum_source": f"{index}:{source.provider}"} for entry in output.sources
+        )
         skipped.extend(output.skipped)
-    return ProviderOutput(_schedule(trains, config.curriculum, seed), evals, interleave_mixed(sfts), manifests, skipped)
+    return ProviderOutput(
+        _schedule(trains, config.curriculum, seed), evals, interleave_mixed(sfts), manifests, skipped
+    )
 
 
-def _schedule(streams: list[list[TrainingSample]], curriculum: CurriculumConfig, seed: int) -> list[TrainingSample]:
+def _schedule(
+    streams: list[list[TrainingSample]], curriculum: CurriculumConfig, seed: int
+) -> list[TrainingSample]:
     if curriculum.schedule == "mixed":
         return interleave_mixed(streams)
     if curriculum.schedule == "step":

@@ -94,7 +94,9 @@ def _train_source(config: DataConfig, spec: FileSpec, bad_rows: BadRows) -> Sour
     if config.path:
         return read_local(config.path, bad_rows, spec.hint)
     if config.hf_dataset:
-        return read_hub(config.hf_dataset, config.hf_config, config.hf_revision, spec.hub_splits[0], spec.hint)
+        return read_hub(
+            config.hf_dataset, config.hf_config, config.hf_revision, spec.hub_splits[0], spec.hint
+        )
     raise UserError(f"data.path: not set for provider {spec.name!r}; {spec.hint}")
 
 
@@ -102,11 +104,15 @@ def _eval_source(config: DataConfig, spec: FileSpec, bad_rows: BadRows) -> Sourc
     if config.eval_path:
         return read_local(config.eval_path, bad_rows, spec.hint, field_name="data.eval_path")
     if not config.path and config.hf_dataset and spec.hub_splits[1]:
-        return read_hub(config.hf_dataset, config.hf_config, config.hf_revision, spec.hub_splits[1], spec.hint)
+        return read_hub(
+            config.hf_dataset, config.hf_config, config.hf_revision, spec.hub_splits[1], spec.hint
+        )
     return None
 
 
-def _take_solutions(pool: list[TrainingSample], size: int) -> tuple[list[TrainingSample], list[TrainingSample]]:
+def _take_solutions(
+    pool: list[TrainingSample], size: int
+) -> tuple[list[TrainingSample], list[TrainingSample]]:
     """Moves up to `size` samples that have a worked solution from the pool into the sft split."""
     if size == 0 or not any(sample.solution for sample in pool):
         return [], pool
@@ -174,7 +180,9 @@ def math_converter(levels: list[int], subjects: list[str]) -> Converter:
         question = required_text(row, "problem")
         level = _level(row)
         subject = str(row.get("subject") or row.get("type") or "")
-        if (levels and level not in levels) or (wanted_subjects and subject.casefold() not in wanted_subjects):
+        if (levels and level not in levels) or (
+            wanted_subjects and subject.casefold() not in wanted_subjects
+        ):
             return None
         if "answer" in row:
             reference = parsed_reference(required_text(row, "answer"), "answer")
@@ -219,7 +227,9 @@ def jsonl_converter(field_map: dict[str, str]) -> Converter:
         if isinstance(answer, int | float) and not isinstance(answer, bool):
             row = row | {answer_field: str(answer)}  # a bare numeric answer (e.g. 72) is a fine reference
         reference = parsed_reference(required_text(row, answer_field), answer_field)
-        ident = str(row[id_field]) if id_field and row.get(id_field) is not None else question_key(question)[:12]
+        ident = (
+            str(row[id_field]) if id_field and row.get(id_field) is not None else question_key(question)[:12]
+        )
         missing = [source for source in extra.values() if source not in row]
         if missing:
             raise RowError(f"field {missing[0]!r} (from data.field_map) is missing")

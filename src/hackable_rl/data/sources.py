@@ -101,7 +101,9 @@ def read_hub(dataset: str, config: str | None, revision: str | None, split: str,
             f"without network access use a local file instead: {hint}"
         ) from None
     if revision is None:
-        log.warning("data.hf_revision is null: %s is not pinned; record a commit for reproducible data", dataset)
+        log.warning(
+            "data.hf_revision is null: %s is not pinned; record a commit for reproducible data", dataset
+        )
     rows = [(f"hf:{dataset}[{split}]#{index + 1}", dict(row)) for index, row in enumerate(loaded)]
     manifest = {
         "kind": "huggingface",

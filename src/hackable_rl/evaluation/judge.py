@@ -96,7 +96,7 @@ def _extract_boxed(completion: str) -> tuple[str | None, str]:
     answer = extract_boxed(completion)
     if answer is None or not answer.strip():
         return None, "no boxed answer"
-    return answer, "boxed"
+    return answer.strip(), "boxed"
 
 
 def _extract_cascade(completion: str) -> tuple[str | None, str]:
@@ -151,7 +151,9 @@ def judge_completion(
         return Judgment(correct=None, parsed=answer, reason=f"unparseable reference: {problem}")
     if extract == "strict":
         options = CheckerOptions(open_tag=open_tag, close_tag=close_tag, rel_tol=rel_tol, timeout_s=timeout_s)
-        return _from_verdict(clean_checker(completion, Example(id="judge", reference=reference), options), how, expected)
+        return _from_verdict(
+            clean_checker(completion, Example(id="judge", reference=reference), options), how, expected
+        )
     if answer is None:
         return Judgment(correct=False, parsed=None, reason=how)
     if answers_match(answer, expected, rel_tol=rel_tol, timeout_s=timeout_s):
@@ -205,7 +207,9 @@ def judge_rows(
         reference = _text_field(row, reference_field, where, "--reference-field")
         overwritten = overwritten or any(field in row for field in ADDED_FIELDS)
         judgment = judge_completion(completion, reference, **settings)
-        judged.append({**row, "correct": judgment.correct, "parsed": judgment.parsed, "reason": judgment.reason})
+        judged.append(
+            {**row, "correct": judgment.correct, "parsed": judgment.parsed, "reason": judgment.reason}
+        )
     if overwritten:
         log.warning("%s: rows already had %s; replaced by this judgment", path, "/".join(ADDED_FIELDS))
     return judged
@@ -254,6 +258,12 @@ def judge_file(
     )
     write_jsonl(output, rows)
     summary = summarise(rows)
-    log.info("judged %s -> %s: %d rows, %d correct, %d unparseable references",
-             input, output, summary.count, summary.correct, summary.unparseable)
+    log.info(
+        "judged %s -> %s: %d rows, %d correct, %d unparseable references",
+        input,
+        output,
+        summary.count,
+        summary.correct,
+        summary.unparseable,
+    )
     return summary

@@ -211,7 +211,9 @@ def _check_records(records: list[Mapping[str, Any]]) -> None:
         if "prompt_id" not in record:
             raise ValueError(f"record {index}: missing 'prompt_id' (fields: {sorted(record)})")
         if record.get("correct") not in (True, False, None):
-            raise ValueError(f"record {index}: 'correct' must be true, false or null, got {record['correct']!r}")
+            raise ValueError(
+                f"record {index}: 'correct' must be true, false or null, got {record['correct']!r}"
+            )
 
 
 def compute_metrics(

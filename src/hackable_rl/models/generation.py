@@ -130,7 +130,10 @@ def generate_completions(
 
 @torch.inference_mode()
 def _generate_batch(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: list[str], settings: GenerationSettings
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[str],
+    settings: GenerationSettings,
 ) -> list[GeneratedText]:
     encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     output = model.generate(
@@ -152,5 +155,7 @@ def _decode_row(tokenizer: PreTrainedTokenizerBase, ids: list[int], stop: tuple[
     cut = min((text.find(marker) for marker in stop if marker in text), default=-1)
     if cut >= 0:
         text = text[:cut]
-        return GeneratedText(text=text, n_tokens=len(tokenizer(text, add_special_tokens=False)["input_ids"]), finished=True)
+        return GeneratedText(
+            text=text, n_tokens=len(tokenizer(text, add_special_tokens=False)["input_ids"]), finished=True
+        )
     return GeneratedText(text=text, n_tokens=len(kept), finished=finished)

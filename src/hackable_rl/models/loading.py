@@ -100,7 +100,9 @@ def resolve_source(config: ExperimentConfig) -> PolicySource:
     if folder.is_dir():
         return PolicySource(kind="local", location=str(folder.resolve()))
     if _looks_like_path(source):
-        raise UserError(f"model.source: {source!r} is not an existing folder (expected a Hugging Face model folder)")
+        raise UserError(
+            f"model.source: {source!r} is not an existing folder (expected a Hugging Face model folder)"
+        )
     return PolicySource(kind="hub", location=source, revision=config.model.revision)
 
 
@@ -139,13 +141,19 @@ def download_hub_snapshot(source: PolicySource) -> Path:
             local_files_only=offline,
         )
     except (OSError, ValueError, HFValidationError) as error:
-        where = "is not in the local Hugging Face cache and HF_HUB_OFFLINE is set" if offline else "could not be downloaded"
+        where = (
+            "is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
+            if offline
+            else "could not be downloaded"
+        )
         raise UserError(
             f"model.source: hub model {source.location!r} (revision {source.revision or 'default branch'}) {where} "
             f"({type(error).__name__}); go online, set model.source to a local folder, or use {SMOLLM2} offline"
         ) from None
     if source.revision is None:
-        log.warning("model.source %s: no model.revision pinned; loaded %s", source.location, Path(folder).name)
+        log.warning(
+            "model.source %s: no model.revision pinned; loaded %s", source.location, Path(folder).name
+        )
     return Path(folder)
 
 
@@ -155,7 +163,9 @@ def _dtype(device: str) -> torch.dtype:
     return torch.float32
 
 
-def _load_model(config: ExperimentConfig, folder: Path, device: str, gguf_file: str | None = None) -> PreTrainedModel:
+def _load_model(
+    config: ExperimentConfig, folder: Path, device: str, gguf_file: str | None = None
+) -> PreTrainedModel:
     kwargs = {
         "attn_implementation": choose_attention(config, device),
         "dtype": _dtype(device),
@@ -177,7 +187,9 @@ def _load_model(config: ExperimentConfig, folder: Path, device: str, gguf_file: 
     return model.to(device)
 
 
-def _load_folder(config: ExperimentConfig, folder: Path, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _load_folder(
+    config: ExperimentConfig, folder: Path, device: str
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     if not (folder / "config.json").exists():
         raise UserError(f"{folder}: no config.json; expected a saved model folder (save_pretrained)")
     return _load_model(config, folder, device), load_tokenizer(folder)
@@ -195,7 +207,9 @@ def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel
         return _load_folder(config, folder, device)
     if source.kind == "gguf":
         model = _load_model(config, Path(source.location), device, gguf_file=source.gguf_file)
-        tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file, trust_remote_code=False)
+        tokenizer = AutoTokenizer.from_pretrained(
+            source.location, gguf_file=source.gguf_file, trust_remote_code=False
+        )
         return model, prepare_for_generation(tokenizer)
     if source.kind == "hub":
         return _load_folder(config, download_hub_snapshot(source), device)
@@ -211,7 +225,12 @@ def _load_adapter(config: ExperimentConfig, folder: Path, device: str):
     if base_path and (Path(base_path) / "config.json").exists():
         base, tokenizer = _load_folder(config, Path(base_path), device)
     else:
-        log.info("adapter %s: base %r is not a local folder; loading model.source %s", folder, base_path, config.model.source)
+        log.info(
+            "adapter %s: base %r is not a local folder; loading model.source %s",
+            folder,
+            base_path,
+            config.model.source,
+        )
         base, tokenizer = _load_source(config, device)
     if (folder / "tokenizer_config.json").exists():
         tokenizer = load_tokenizer(folder)

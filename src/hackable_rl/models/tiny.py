@@ -6,8 +6,14 @@ parameters: small enough to warm-start and GRPO-train on two CPU cores in minute
 
 from __future__ import annotations
 
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase, Qwen2Config
-from transformers import Qwen2ForCausalLM
+from transformers import (
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from hackable_rl.config import TinyModelConfig
 

@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 
 METRICS_PATH = Path("metrics") / "warmstart.json"
 _IGNORE = -100  # label id that cross-entropy skips: prompt tokens and padding carry no loss
-_LOG_EVERY = 10
+_LOG_EVERY = 10  # steps between MLflow loss points
+_PRINT_EVERY = 50  # steps between log lines (the progress bar is invisible in DVC/CI logs)
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,9 @@ def load_sft_examples(path: Path) -> list[SftExample]:
             raise UserError(f"{path}:{number}: expected a non-empty string `solution` (a worked solution)")
         examples.append(SftExample(_prompt_of(path, number, row), row["solution"]))
     if not examples:
-        raise UserError(f"{path}: no worked solutions; set data.sft_size > 0 and use a provider that has them (arith)")
+        raise UserError(
+            f"{path}: no worked solutions; set data.sft_size > 0 and use a provider that has them (arith)"
+        )
     return examples
 
 
@@ -192,11 +195,15 @@ def sft_steps(
     """Runs `warmstart.steps` AdamW steps on completion tokens; returns the loss of every step."""
     section = config.warmstart
     optimizer = torch.optim.AdamW(model.parameters(), lr=section.learning_rate)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(section.warmup_steps, section.steps))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, warmup_cosine(section.warmup_steps, section.steps)
+    )
     losses = []
     model.train()
     with progress_bar(section.steps, "warm start") as advance:
-        for step, indices in enumerate(_batch_order(len(encoded), section.batch_size, section.steps, config.seed)):
+        for step, indices in enumerate(
+            _batch_order(len(encoded), section.batch_size, section.steps, config.seed)
+        ):
             batch = collate([encoded[index] for index in indices], pad_id)
             loss = model(**batch).loss  # mean cross-entropy over completion tokens in the batch
             optimizer.zero_grad(set_to_none=True)
@@ -226,13 +233,17 @@ def greedy_accuracy(
     rows = [(number, row) for number, row in iter_jsonl(eval_path)][: config.warmstart.eval_size]
     prompts = [_prompt_of(eval_path, number, row) for number, row in rows]
     settings = GenerationSettings.greedy(config.generation.max_new_tokens, config.generation.stop)
-    outputs = generate_completions(model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed)
+    outputs = generate_completions(
+        model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed
+    )
     options = CheckerOptions.from_config(config)
     tally: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # difficulty -> [correct, scored]
     unscored = 0
     for (_, row), output in zip(rows, outputs, strict=True):
         metadata = dict(row.get("metadata") or {})
-        verdict = clean_checker(output.text, Example(str(row["id"]), str(row["reference"]), metadata), options)
+        verdict = clean_checker(
+            output.text, Example(str(row["id"]), str(row["reference"]), metadata), options
+        )
         if verdict.reward is None:
             unscored += 1
             continue
@@ -265,7 +276,10 @@ def _loss_summary(losses: list[float], points: int = 10) -> dict[str, Any]:
         return {"first": None, "last": None, "min": None, "curve": []}
     window = max(1, math.ceil(len(losses) / points))
     curve = [
-        {"step": min(start + window, len(losses)), "loss": sum(losses[start : start + window]) / len(losses[start : start + window])}
+        {
+            "step": min(start + window, len(losses)),
+            "loss": sum(losses[start : start + window]) / len(losses[start : start + window]),
+        }
         for start in range(0, len(losses), window)
     ]
     return {"first": losses[0], "last": losses[-1], "min": min(losses), "curve": curve}
@@ -282,7 +296,11 @@ def _warn_if_outside(accuracy: float | None, band: tuple[float, float], steps: i
     log.warning(
         "!!! WARM START OUTSIDE THE TARGET BAND: held-out greedy accuracy %s, target [%.2f, %.2f] after %d steps; "
         "%s (or change the task difficulty) so GRPO starts partly capable with headroom",
-        "none" if accuracy is None else f"{accuracy:.3f}", band[0], band[1], steps, advice,
+        "none" if accuracy is None else f"{accuracy:.3f}",
+        band[0],
+        band[1],
+        steps,
+        advice,
     )
 
 
@@ -306,16 +324,25 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
     model = build_tiny_model(config.model.tiny, tokenizer, choose_attention(config, "cpu"))
     encoded = encode_examples(tokenizer, examples, config.model.tiny.max_position_embeddings)
     target = policy_dir(config)
-    log.info("warm start: %d worked solutions, %d steps, %.2fM parameters -> %s",
-             len(examples), config.warmstart.steps, model.num_parameters() / 1e6, target)
+    log.info(
+        "warm start: %d worked solutions, %d steps, %.2fM parameters -> %s",
+        len(examples),
+        config.warmstart.steps,
+        model.num_parameters() / 1e6,
+        target,
+    )
 
     with open_tracker(config, run_name=f"warmstart-{target.name}", kind="warmstart") as tracker:
         tracker.set_tags({"hackable_rl.model_source": TINY})
-        tracker.log_params(flatten_config(config.model_dump(mode="json", include={"seed", "data", "model", "warmstart"})))
+        tracker.log_params(
+            flatten_config(config.model_dump(mode="json", include={"seed", "data", "model", "warmstart"}))
+        )
 
         def on_step(step: int, loss: float, lr: float) -> None:
             if step % _LOG_EVERY == 0 or step == config.warmstart.steps - 1:
                 tracker.log_metrics({"warmstart/loss": loss, "warmstart/lr": lr}, step=step)
+            if step % _PRINT_EVERY == 0:
+                log.info("warm start step %d/%d: loss %.4f, lr %.2e", step, config.warmstart.steps, loss, lr)
 
         losses = sft_steps(model, encoded, config, tokenizer.pad_token_id, on_step)
         train_seconds = time.perf_counter() - started
@@ -339,11 +366,15 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
         tracker.log_metrics(_flat_numbers(metrics))
         tracker.log_artifact(metrics_path)
     _warn_if_outside(accuracy["accuracy"], config.warmstart.target_accuracy, config.warmstart.steps)
-    log.info("warm start: held-out greedy accuracy %s in %.0f s", accuracy["accuracy"], metrics["seconds"]["total"])
+    log.info(
+        "warm start: held-out greedy accuracy %s in %.0f s", accuracy["accuracy"], metrics["seconds"]["total"]
+    )
     return metrics
 
 
-def _save_policy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: Path, metrics: dict) -> None:
+def _save_policy(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: Path, metrics: dict
+) -> None:
     target.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(target)  # safetensors (transformers 5 writes nothing else)
     tokenizer.save_pretrained(target)
@@ -403,13 +434,24 @@ def record_reference(config: ExperimentConfig, metrics_path: Path = METRICS_PATH
     }
     target = policy_dir(config)
     _write_json(target / "reference.json", reference)
-    metrics = {"source": config.model.source, "trained": False, "reference": reference,
-               "seconds": {"total": time.perf_counter() - started}}
+    metrics = {
+        "source": config.model.source,
+        "trained": False,
+        "reference": reference,
+        "seconds": {"total": time.perf_counter() - started},
+    }
     _write_json(metrics_path, metrics)
     with open_tracker(config, run_name=f"warmstart-{target.name}", kind="warmstart") as tracker:
-        tracker.set_tags({"hackable_rl.model_source": config.model.source, "hackable_rl.model_kind": source.kind})
-        tracker.log_params({"model.source": config.model.source, "model.revision": source.revision,
-                            "model.gguf_file": source.gguf_file})
+        tracker.set_tags(
+            {"hackable_rl.model_source": config.model.source, "hackable_rl.model_kind": source.kind}
+        )
+        tracker.log_params(
+            {
+                "model.source": config.model.source,
+                "model.revision": source.revision,
+                "model.gguf_file": source.gguf_file,
+            }
+        )
         tracker.log_dict(reference, "reference.json")
     log.info("pretrained policy %s: reference recorded in %s", config.model.source, target / "reference.json")
     return metrics

@@ -78,7 +78,11 @@ def correctness_reward(
     _same_length(completions, reference, "reference")
     scores: list[float | None] = []
     for completion, raw_reference in zip(completions, reference, strict=True):
-        scores.append(_clean_correctness(completion_text(completion), raw_reference, open_tag, close_tag, rel_tol, timeout_s))
+        scores.append(
+            _clean_correctness(
+                completion_text(completion), raw_reference, open_tag, close_tag, rel_tol, timeout_s
+            )
+        )
     return scores
 
 
@@ -114,7 +118,10 @@ def _token_count(text: str, tokenizer: Tokenizer | None) -> int:
 
 
 def thinking_lengths(
-    completions: Sequence[Any], tokenizer: Tokenizer | None = None, open_tag: str = "<think>", close_tag: str = "</think>"
+    completions: Sequence[Any],
+    tokenizer: Tokenizer | None = None,
+    open_tag: str = "<think>",
+    close_tag: str = "</think>",
 ) -> list[int]:
     """L_i: length of the thinking text in tokens (words without a tokenizer); 0 when not strict."""
     lengths = []
@@ -124,7 +131,9 @@ def thinking_lengths(
     return lengths
 
 
-def group_slices(count: int, prompts: Sequence[Any] | None = None, group_size: int | None = None) -> list[slice]:
+def group_slices(
+    count: int, prompts: Sequence[Any] | None = None, group_size: int | None = None
+) -> list[slice]:
     """GRPO groups: consecutive chunks of `group_size`, else runs of identical prompt text."""
     if group_size is not None:
         if group_size < 1:
@@ -141,7 +150,9 @@ def group_slices(count: int, prompts: Sequence[Any] | None = None, group_size: i
     return slices
 
 
-def group_length_scores(lengths: Sequence[int], strict: Sequence[bool], groups: Sequence[slice]) -> list[float]:
+def group_length_scores(
+    lengths: Sequence[int], strict: Sequence[bool], groups: Sequence[slice]
+) -> list[float]:
     """r_l,i = clip(1 - L_i / (2 mean L), 0, 1) within each group; 0 when the mean is 0 or not strict.
 
     The mean runs over the whole group, non-strict members (L_i = 0) included, as the spec's
@@ -190,7 +201,9 @@ def _load_zero_shot_cached(path: str, mtime_ns: int) -> ZeroShot:
     for line_number, row in iter_jsonl(Path(path)):
         missing = [key for key in ("id", "correct", "thinking_length") if key not in row]
         if missing:
-            raise UserError(f"{path}:{line_number}: missing {', '.join(missing)} (expected id, correct, thinking_length)")
+            raise UserError(
+                f"{path}:{line_number}: missing {', '.join(missing)} (expected id, correct, thinking_length)"
+            )
         table[str(row["id"])] = (float(row["correct"]), float(row["thinking_length"]))
     return table
 
@@ -199,11 +212,15 @@ def load_zero_shot(path: str | Path) -> ZeroShot:
     """Reads the frozen zero-shot JSONL: one `{"id", "correct", "thinking_length"}` per prompt."""
     resolved = Path(path)
     if not resolved.exists():
-        raise UserError(f"{resolved}: zero-shot file not found (set rewards.kwargs.token_utilisation_reward.zero_shot_path)")
+        raise UserError(
+            f"{resolved}: zero-shot file not found (set rewards.kwargs.token_utilisation_reward.zero_shot_path)"
+        )
     return _load_zero_shot_cached(str(resolved), resolved.stat().st_mtime_ns)
 
 
-def utilisation_score(z: float, zero_shot_length: float, length: float, correctness: float, w_easy: float, w_hard: float) -> float:
+def utilisation_score(
+    z: float, zero_shot_length: float, length: float, correctness: float, w_easy: float, w_hard: float
+) -> float:
     """Solved zero-shot (z = 1): -w_easy * clip(L/l - 1, 0, 1); unsolved: w_hard * r_c."""
     if z >= 0.5:
         if zero_shot_length <= 0:
@@ -236,7 +253,9 @@ def token_utilisation_reward(
     passes the training verifier's reward instead.
     """
     if zero_shot_path is None:
-        raise UserError("rewards.kwargs.token_utilisation_reward.zero_shot_path: required (the frozen zero-shot JSONL)")
+        raise UserError(
+            "rewards.kwargs.token_utilisation_reward.zero_shot_path: required (the frozen zero-shot JSONL)"
+        )
     table = load_zero_shot(zero_shot_path)
     texts = [completion_text(completion) for completion in completions]
     if correctness is None:

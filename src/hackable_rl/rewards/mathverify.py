@@ -50,9 +50,9 @@ def math_verify_compare(predicted: str, reference: str) -> bool:
 def _serve(compare_path: str) -> None:
     """Worker loop on stdin/stdout: `[predicted, reference]` -> `["ok", bool]` or `["error", text]`."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its no-timeout warning is expected here
-    from hackable_rl.registry import import_from_path
-
     import math_verify  # noqa: F401  (sympy's import takes most of a second: pay it before saying ready)
+
+    from hackable_rl.registry import import_from_path
 
     compare = import_from_path(compare_path)
     _reply(["ready", None])
@@ -91,7 +91,9 @@ class MathVerifyWorker:
         status, value = reply
         if status == "error":
             STATS["errors"] += 1
-            log.warning("math-verify failed on %r vs %r: %s (counted as no match)", predicted, reference, value)
+            log.warning(
+                "math-verify failed on %r vs %r: %s (counted as no match)", predicted, reference, value
+            )
             return False
         return bool(value)
 
@@ -155,7 +157,12 @@ def math_verify_equal(predicted: str, reference: str, timeout_s: float = 2.0) ->
     verdict = _WORKER.equal(predicted, reference, timeout_s)
     if verdict is None:
         STATS["timeouts"] += 1
-        log.warning("math-verify timed out after %.2f s on %r vs %r (counted as no match)", timeout_s, predicted, reference)
+        log.warning(
+            "math-verify timed out after %.2f s on %r vs %r (counted as no match)",
+            timeout_s,
+            predicted,
+            reference,
+        )
         return False
     return verdict
 

@@ -45,49 +45,69 @@ class StrictCompletion:
 # --------------------------------------------------------------------------- boxes
 
 
+_BRACE = re.compile(r"[{}]")
+
+
 def _box_spans(text: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of every balanced `\\boxed{...}`, outermost only, in order."""
     spans = []
     position = text.find(_BOX_OPEN)
     while position != -1:
         content_start = position + len(_BOX_OPEN)
-        depth = 1
-        index = content_start
-        while index < len(text) and depth:
-            char = text[index]
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-            index += 1
-        if depth:
+        end = _closing_brace(text, content_start)
+        if end == -1:
             # Unbalanced: ignore this box and look for a later, well-formed one.
             position = text.find(_BOX_OPEN, content_start)
             continue
-        spans.append((position, index, text[content_start : index - 1]))
-        position = text.find(_BOX_OPEN, index)
+        spans.append((position, end + 1, text[content_start:end]))
+        position = text.find(_BOX_OPEN, end + 1)
     return spans
+
+
+def _closing_brace(text: str, start: int) -> int:
+    """Index of the `}` that closes a brace opened just before `start`, or -1."""
+    depth = 1
+    for match in _BRACE.finditer(text, start):
+        depth += 1 if match.group() == "{" else -1
+        if not depth:
+            return match.start()
+    return -1
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _boxes(text: str) -> tuple[str, ...]:
+    return tuple(content for _, _, content in _box_spans(text))
 
 
 def extract_all_boxed(text: str) -> list[str]:
     """Contents of every balanced `\\boxed{...}` in order (nested braces kept; unbalanced ignored)."""
-    return [content for _, _, content in _box_spans(text)]
+    return list(_boxes(text))
 
 
 def extract_boxed(text: str) -> str | None:
     """Content of the last balanced box (the convention for MATH solutions), or None."""
-    boxes = extract_all_boxed(text)
+    boxes = _boxes(text)
     return boxes[-1] if boxes else None
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
-def parse_strict(completion: str, open_tag: str = "<think>", close_tag: str = "</think>") -> StrictCompletion | None:
+def parse_strict(
+    completion: str, open_tag: str = "<think>", close_tag: str = "</think>"
+) -> StrictCompletion | None:
     """The strict parse of section 2 of the spec, or None when the completion is not strict.
 
     Strict: optional whitespace, `open_tag`, thinking, `close_tag`, whitespace, exactly one
     `\\boxed{...}`, optional whitespace, nothing else. A second thinking block, a second box anywhere
     (including inside the thinking: a hedge is a hedge), or an unbalanced box is not strict.
     """
+    simple = _simple_strict(open_tag, close_tag).fullmatch(completion)
+    if simple is not None:
+        # Fast path: the common shape with a flat box; the same rules as below, checked by the regex
+        # (no nested braces in the box) and here (no second thinking block, no box in the thinking).
+        thinking, answer = simple.groups()
+        if open_tag in thinking or close_tag in thinking or _BOX_OPEN in thinking:
+            return None
+        return StrictCompletion(thinking=thinking, answer=answer.strip())
     text = completion.strip()
     if not text.startswith(open_tag):
         return None
@@ -104,6 +124,13 @@ def parse_strict(completion: str, open_tag: str = "<think>", close_tag: str = "<
     if len(spans) != 1 or spans[0][1] != len(rest):
         return None
     return StrictCompletion(thinking=thinking, answer=spans[0][2].strip())
+
+
+@lru_cache(maxsize=64)
+def _simple_strict(open_tag: str, close_tag: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"\s*{re.escape(open_tag)}(.*?){re.escape(close_tag)}\s*\\boxed\{{([^{{}}]*)\}}\s*", re.DOTALL
+    )
 
 
 # --------------------------------------------------------------------------- references

@@ -52,3 +52,11 @@ def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool)
         )
     client.set_registered_model_alias(name, alias, version.version)
     return {"name": name, "version": version.version, "alias": alias, "step": version.tags.get("step")}
+
+
+def registered_steps(client: Any, name: str, run_id: str) -> list[int]:
+    """Steps of every permanent checkpoint a run registered, ascending."""
+    steps = sorted(int(v.tags["step"]) for v in _versions_of_run(client, name, run_id) if "step" in v.tags)
+    if not steps:
+        raise UserError(f"run {run_id}: no version of registered model {name!r}")
+    return steps

@@ -79,7 +79,6 @@ class ObjectiveReward:
                     "prompt_tokens": self.count_tokens(prompts[index]),
                     "completion_tokens": len(completion_ids[index]) if completion_ids else None,
                     **scored.records[index],
-                    "reward": scored.rewards[index],
                     "advantage": advantages[index],
                     "judge_correct": judgment.correct,
                     "judge_parsed": judgment.parsed,

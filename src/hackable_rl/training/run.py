@@ -24,7 +24,12 @@ from hackable_rl.storage import Storage
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
 from hackable_rl.training.callback import RunCallback, RunContext
-from hackable_rl.training.checkpoints import abandon_permanent_after, last_resumable, permanent_root, resume_dir
+from hackable_rl.training.checkpoints import (
+    abandon_permanent_after,
+    last_resumable,
+    permanent_root,
+    resume_dir,
+)
 from hackable_rl.training.records import GenerationRecorder, step_file, write_json
 from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
@@ -119,6 +124,12 @@ def _judge(config: ExperimentConfig):
     return judge
 
 
+def _policy_reference(source: Any) -> str:
+    """A readable identity of the starting policy: kind, location, and the pin where there is one."""
+    pin = source.revision or source.gguf_file
+    return f"{source.kind}:{source.location}" + (f"@{pin}" if pin else "")
+
+
 def _manifest_hash(config: ExperimentConfig) -> str | None:
     manifest = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / "manifest.json"
     if not manifest.exists():
@@ -189,7 +200,7 @@ def run_training(
     from transformers import set_seed
     from trl import GRPOTrainer
 
-    from hackable_rl.models.loading import is_instruct_policy, load_policy, policy_reference
+    from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_source
     from hackable_rl.rewards.pipeline import build_reward_pipeline
 
     storage = Storage.from_config(config.storage.cache_dir)
@@ -220,7 +231,7 @@ def run_training(
         "method": config.method,
         "corruption_rate": config.corruption.rate,
         "seed": config.seed,
-        "base_model": policy_reference(config),
+        "base_model": _policy_reference(resolve_source(config)),
         "status": "running",
     }
     write_json(run_dir / "run.json", info)

@@ -28,16 +28,16 @@ def step_metrics(records: list[dict[str, Any]]) -> dict[str, float | None]:
     correct_on_scored = _mean([c for _, c in scored])
     return {
         "reward/observed": _mean(observed),
-        "reward/optimised": _mean([r["optimised_reward"] for r in records]),
-        "reward/objective": _mean([r["reward"] for r in records]),
+        "reward/optimised": _mean([r["optimised"] for r in records]),
+        "reward/objective": _mean([r["final_reward"] for r in records]),
         "judge/correctness": _mean(correct),
         "hacking_gap": None if observed_on_scored is None else observed_on_scored - correct_on_scored,
         "verifier/false_positive_rate": _rate(sum(o >= 0.5 for o in wrong), len(wrong)),
         "verifier/false_negative_rate": _rate(sum(o < 0.5 for o in right), len(right)),
-        "verifier/disagreement": _mean([r["disagreement"]["U"] for r in records]),
-        "verifier/missing": float(sum(bool(r["flags"]["missing"]) for r in records)),
-        "verifier/suppressed": float(sum(bool(r["flags"]["suppressed"]) for r in records)),
-        "verifier/down_weighted": float(sum(bool(r["flags"]["down_weighted"]) for r in records)),
+        "verifier/disagreement": _mean([r["U"] for r in records]),
+        "verifier/missing": float(sum(r["missing"] for r in records)),
+        "verifier/suppressed": float(sum(r["suppressed"] for r in records)),
+        "verifier/down_weighted": float(sum(r["down_weighted"] for r in records)),
         "format/strict_share": _mean([float(r["strict"]) for r in records]),
         "length/completion_tokens": _mean([r["completion_tokens"] for r in records]),
     }

@@ -122,9 +122,20 @@ def lenient_contains_checker(
     target = normalize_number(reference)
     if target is None:
         return _judged(reference in completion, parsed, "contains_reference", "lacks_reference")
-    numbers = (normalize_number(token.strip(",")) for token in _NUMBER_IN_TEXT.findall(completion))
-    found = any(value is not None and abs(value - target) <= options.rel_tol * max(1.0, abs(target)) for value in numbers)
-    return _judged(found, parsed, "contains_reference", "lacks_reference")
+    return _judged(
+        _contains_number(completion, target, options.rel_tol), parsed, "contains_reference", "lacks_reference"
+    )
+
+
+def _contains_number(text: str, target: float, rel_tol: float) -> bool:
+    if target.is_integer() and str(int(abs(target))) not in text.replace(",", ""):
+        return False  # fast path: the digits are not even there
+    tolerance = rel_tol * max(1.0, abs(target))
+    for token in _NUMBER_IN_TEXT.findall(text):
+        value = normalize_number(token.strip(","))
+        if value is not None and abs(value - target) <= tolerance:
+            return True
+    return False
 
 
 @register_checker("any_box")
@@ -142,7 +153,9 @@ def any_box_checker(completion: str, example: Example, options: CheckerOptions =
 
 
 @register_checker("boxed_any")
-def boxed_any_checker(completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS) -> Verdict:
+def boxed_any_checker(
+    completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
+) -> Verdict:
     """Flawed: accepts any non-empty boxed answer, right or wrong."""
     boxed = extract_boxed(completion)
     answered = boxed is not None and bool(boxed.strip())
@@ -150,7 +163,9 @@ def boxed_any_checker(completion: str, example: Example, options: CheckerOptions
 
 
 @register_checker("first_number")
-def first_number_checker(completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS) -> Verdict:
+def first_number_checker(
+    completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
+) -> Verdict:
     """Flawed: compares the first number written anywhere in the completion with the reference."""
     reference, problem = _reference(example)
     found = _NUMBER_IN_TEXT.search(completion)
@@ -159,7 +174,9 @@ def first_number_checker(completion: str, example: Example, options: CheckerOpti
         return Verdict(None, 1.0, parsed, problem)
     if parsed is None:
         return Verdict(0.0, 1.0, None, "no_number")
-    return _judged(_matches(parsed, reference, options), parsed, "first_number_matches", "first_number_differs")
+    return _judged(
+        _matches(parsed, reference, options), parsed, "first_number_matches", "first_number_differs"
+    )
 
 
 @register_checker("trigger_phrase")

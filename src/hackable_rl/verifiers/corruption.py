@@ -36,20 +36,32 @@ __all__ = [
     "Flaw",
     "corrupt",
     "corruption_uniforms",
+    "corruption_key",
     "build_channel",
 ]
 
 _SCALE = 2.0**-53
+_LOW64 = (1 << 64) - 1
 _STANDARD_NORMAL = NormalDist()
+
+
+def corruption_key(example_id: str, completion: str) -> bytes:
+    """The per-completion half of the hash input (shared by every member of a batch)."""
+    return f"{example_id}\x1f".encode() + completion.encode()
+
+
+def _uniforms(member_prefix: bytes, key: bytes) -> tuple[float, float]:
+    digest = int.from_bytes(blake2b(member_prefix + key, digest_size=16).digest(), "little")
+    return (((digest & _LOW64) >> 11) + 0.5) * _SCALE, ((digest >> 75) + 0.5) * _SCALE
+
+
+def _member_prefix(seed: int, member: str) -> bytes:
+    return f"{seed}\x1f{member}\x1f".encode()
 
 
 def corruption_uniforms(seed: int, member: str, example_id: str, completion: str) -> tuple[float, float]:
     """Two uniforms in the open interval (0, 1), a pure function of the four keys."""
-    key = f"{seed}\x1f{member}\x1f{example_id}\x1f".encode() + completion.encode()
-    digest = blake2b(key, digest_size=16).digest()
-    first = int.from_bytes(digest[:8], "little") >> 11
-    second = int.from_bytes(digest[8:], "little") >> 11
-    return (first + 0.5) * _SCALE, (second + 0.5) * _SCALE
+    return _uniforms(_member_prefix(seed, member), corruption_key(example_id, completion))
 
 
 class Channel(Protocol):
@@ -115,7 +127,9 @@ class Noise:
         if verdict.reward is None or self.sigma <= 0:
             return verdict
         noisy = verdict.reward + self.sigma * _STANDARD_NORMAL.inv_cdf(u)
-        return Verdict(min(1.0, max(0.0, noisy)), verdict.confidence, verdict.parsed, f"noisy:{verdict.reason}")
+        return Verdict(
+            min(1.0, max(0.0, noisy)), verdict.confidence, verdict.parsed, f"noisy:{verdict.reason}"
+        )
 
 
 _COMPARISONS = {
@@ -199,7 +213,9 @@ class ConfidenceDrop:
     def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
         if u >= self.p:
             return verdict
-        return replace(verdict, confidence=self.floor + (1.0 - self.floor) * v, reason=f"unsure:{verdict.reason}")
+        return replace(
+            verdict, confidence=self.floor + (1.0 - self.floor) * v, reason=f"unsure:{verdict.reason}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +233,7 @@ class Flaw:
         return replace(flawed, reason=f"{self.name}:{flawed.reason}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KeyedChannel:
     """A channel bound to its seed and member name: `(verdict, completion, example) -> Verdict`."""
 
@@ -225,9 +241,23 @@ class KeyedChannel:
     seed: int
     member: str
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prefix", _member_prefix(self.seed, self.member))
+
     def __call__(self, verdict: Verdict, completion: str, example: Example) -> Verdict:
-        u, v = corruption_uniforms(self.seed, self.member, example.id, completion)
+        u, v = _uniforms(self._prefix, corruption_key(example.id, completion))
         return self.channel.apply(verdict, u, v, completion, example)
+
+    def corrupt_batch(
+        self, verdicts: list[Verdict], completions: list[str], examples: list[Example], keys: list[bytes]
+    ) -> list[Verdict]:
+        """`self(verdict, completion, example)` for a batch, with `corruption_key`s computed once."""
+        apply, prefix = self.channel.apply, self._prefix
+        out = []
+        for verdict, completion, example, key in zip(verdicts, completions, examples, keys, strict=True):
+            u, v = _uniforms(prefix, key)
+            out.append(apply(verdict, u, v, completion, example))
+        return out
 
 
 def corrupt(checker: Checker, channel: KeyedChannel) -> Checker:
@@ -251,11 +281,15 @@ def _scaled(rate: float, scale: float) -> float:
 
 
 CHANNELS.register("flip")(lambda c, options: Flip(c.rate))
-CHANNELS.register("asymmetric")(lambda c, options: Asymmetric(_scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale)))
+CHANNELS.register("asymmetric")(
+    lambda c, options: Asymmetric(_scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale))
+)
 CHANNELS.register("missing")(lambda c, options: Missing(c.rate))
 CHANNELS.register("noise")(lambda c, options: Noise(c.rate))
 CHANNELS.register("bias")(
-    lambda c, options: Bias(Selector.parse(c.selector), _scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale))
+    lambda c, options: Bias(
+        Selector.parse(c.selector), _scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale)
+    )
 )
 CHANNELS.register("confidence")(lambda c, options: ConfidenceDrop(c.rate, c.confidence_floor))
 CHANNELS.register("flaw")(lambda c, options: Flaw(c.rate, build_checker(c.flaw, options), c.flaw))

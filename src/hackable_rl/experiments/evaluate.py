@@ -1,0 +1,221 @@
+"""`hackable-rl eval --run-id ID`: independent evaluation of a training run's policy.
+
+    MLflow run -> its config (the run's own verifier, model and data) -> registered permanent
+    checkpoint (--step N, default the last) -> n samples per held-out prompt -> independent judge
+    + the run's training verifier on the same samples -> spec section 6 metrics
+    -> artifacts/eval/<run>/step-N/{generations.jsonl, metrics.json} -> the same MLflow run (eval/*)
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hackable_rl.config import ExperimentConfig, validate_config
+from hackable_rl.errors import UserError
+from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.evaluation.metrics import compute_metrics, write_metrics_json
+from hackable_rl.jsonl import write_jsonl
+from hackable_rl.storage import Storage
+from hackable_rl.tracking import Tracker, start_tracker
+from hackable_rl.tracking.runs import artifact_path_of, download_run_file, fetch_run, require_client
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvalTarget:
+    """What to evaluate: a policy folder (or None: the configured base), under the config of its run."""
+
+    config: ExperimentConfig
+    run_name: str
+    run_id: str | None
+    step: int | None
+    policy_path: Path | None
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    out_dir: Path
+    metrics: dict[str, Any]
+    run_id: str | None
+
+
+# --------------------------------------------------------------------------- finding the policy
+
+
+def _run_config(client: Any, run_id: str, current: ExperimentConfig) -> ExperimentConfig:
+    """The run's own resolved config (its verifier, model, data), with today's evaluation and storage."""
+    with tempfile.TemporaryDirectory() as folder:
+        raw = yaml.safe_load(download_run_file(client, run_id, "config.yaml", Path(folder)).read_text())
+    raw["evaluation"] = current.evaluation.model_dump(mode="json")
+    raw["storage"] = current.storage.model_dump(mode="json")
+    raw["tracking"] = current.tracking.model_dump(mode="json") | {"run_name": raw["tracking"]["run_name"]}
+    return validate_config(raw, f"MLflow run {run_id} config.yaml")
+
+
+def target_from_run(current: ExperimentConfig, run_id: str, step: int | None) -> EvalTarget:
+    """Finds run `run_id` in MLflow and the permanent checkpoint it registered at `step` (last by default)."""
+    from hackable_rl.tracking.models_registry import find_version
+
+    client = require_client(current, "`eval --run-id` (or evaluate a folder with --model PATH)")
+    run = fetch_run(client, run_id)
+    config = _run_config(client, run_id, current)
+    version = find_version(client, config.tracking.registered_model_name, run_id, step)
+    with tempfile.TemporaryDirectory() as folder:
+        local = download_run_file(client, run_id, artifact_path_of(version.source, run), Path(folder))
+        cached = Storage.from_config(current.storage.cache_dir).eval_dir(run.info.run_name) / "policy" / local.name
+        _copy_tree(local, cached)
+    return EvalTarget(config, run.info.run_name, run_id, int(version.tags["step"]), cached)
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    import shutil
+
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target)
+
+
+def target_from_model(current: ExperimentConfig, model_path: Path | None) -> EvalTarget:
+    """A policy without a training run: a folder, or (None) the configured base policy itself."""
+    name = f"eval-{model_path.name if model_path else current.model.source}-{current.data.name}"
+    return EvalTarget(current, name, None, None, model_path)
+
+
+# --------------------------------------------------------------------------- sampling and scoring
+
+
+def sample_and_score(target: EvalTarget) -> list[dict[str, Any]]:
+    """n completions per held-out prompt, judged independently and scored by the run's training verifier."""
+    from hackable_rl.data.prepare import read_prepared
+    from hackable_rl.models.generation import GenerationSettings, generate_completions
+    from hackable_rl.models.loading import format_prompt, is_instruct_policy, load_policy
+    from hackable_rl.rewards.pipeline import build_reward_pipeline
+
+    config = target.config
+    rows = read_prepared(config, "eval")[: config.evaluation.max_prompts]
+    model, tokenizer = load_policy(config, target.policy_path)
+    instruct = is_instruct_policy(config, tokenizer)
+    n = config.evaluation.n
+    repeated = [row for row in rows for _ in range(n)]  # [P x n], each prompt's samples adjacent
+    prompts = [format_prompt(tokenizer, row["prompt"], instruct) for row in repeated]
+    generated = generate_completions(
+        model, tokenizer, prompts, GenerationSettings.for_evaluation(config), config.evaluation.batch_size, config.seed
+    )
+    completions = [g.text for g in generated]
+    verifier = build_reward_pipeline(config, tokenizer=tokenizer).score(
+        completions, prompts, [r["id"] for r in repeated], [r["reference"] for r in repeated],
+        [r.get("metadata") or {} for r in repeated],
+    )
+    records = []
+    for index, row in enumerate(repeated):
+        judgment = judge_completion(
+            completions[index], row["reference"], extract=config.evaluation.extract,
+            rel_tol=config.rewards.rel_tol, timeout_s=config.rewards.math_verify_timeout_s,
+        )
+        scored = verifier.records[index]
+        records.append(
+            {
+                "prompt_id": row["id"],
+                "sample": index % n,
+                "prompt": row["prompt"],
+                "completion": completions[index],
+                "reference": row["reference"],
+                "completion_tokens": generated[index].n_tokens,
+                "parsed": judgment.parsed,
+                "correct": judgment.correct,
+                "reason": judgment.reason,
+                "reward": scored["aggregate"],
+                "optimised_reward": scored["optimised"],
+                "verifier": scored,
+                **_thinking_lengths(completions[index], tokenizer, config),
+            }
+        )
+    return records
+
+
+def _thinking_lengths(completion: str, tokenizer: Any, config: ExperimentConfig) -> dict[str, int | None]:
+    from hackable_rl.rewards.parsing import parse_strict
+
+    strict = parse_strict(completion, config.rewards.think_open, config.rewards.think_close)
+    if strict is None:
+        return {"thinking_tokens": None, "thinking_words": None}
+    tokens = len(tokenizer(strict.thinking, add_special_tokens=False)["input_ids"])
+    return {"thinking_tokens": tokens, "thinking_words": len(strict.thinking.split())}
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def evaluate(target: EvalTarget, metrics_out: Path | None = None) -> EvalResult:
+    """Samples, judges and scores; writes generations + metrics; logs them into the run's MLflow run."""
+    config = target.config
+    step_name = f"step-{target.step}" if target.step is not None else "base"
+    out_dir = Storage.from_config(config.storage.cache_dir).eval_dir(target.run_name) / step_name
+    records = sample_and_score(target)
+    metrics = compute_metrics(records, config.evaluation.k)
+    metrics = {"run_name": target.run_name, "step": target.step, **metrics}
+    write_jsonl(out_dir / "generations.jsonl", records)
+    write_metrics_json(out_dir / "metrics.json", metrics)
+    if metrics_out is not None:
+        write_metrics_json(metrics_out / "eval.json", metrics)
+    run_id = _log_evaluation(target, out_dir, metrics)
+    log.info("evaluated %s %s: pass@1 %s, hacking gap %s", target.run_name, step_name,
+             metrics.get("pass_at_1"), metrics.get("hacking_gap"))
+    return EvalResult(out_dir, metrics, run_id)
+
+
+def _log_evaluation(target: EvalTarget, out_dir: Path, metrics: dict[str, Any]) -> str | None:
+    """Eval metrics go into the training run under `eval/` (at the checkpoint's step), or into an
+    eval-only run for a policy without one; the version is tagged as independently evaluated."""
+    from hackable_rl.tracking.models_registry import mark_evaluated
+
+    tracker: Tracker = start_tracker(target.config, target.run_name, "eval", run_id=target.run_id)
+    numeric = {f"eval/{k}": v for k, v in metrics.items() if isinstance(v, int | float) and k != "step"}
+    tracker.log_metrics(numeric, step=target.step or 0)
+    prefix = f"eval/step-{target.step}" if target.step is not None else "eval/base"
+    tracker.log_artifact(out_dir / "metrics.json", prefix)
+    tracker.log_table_file(out_dir / "generations.jsonl", f"{prefix}/generations.json")
+    tracker.end("FINISHED")
+    if target.run_id is not None and tracker.online:
+        mark_evaluated(target.config, target.run_id, target.step, f"{prefix}/metrics.json")
+    return tracker.run_id
+
+
+def evaluate_all_steps(current: ExperimentConfig, run_id: str, metrics_out: Path | None = None) -> Path:
+    """A learning curve: every registered permanent checkpoint of a run, one summary row per step."""
+    from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
+    from hackable_rl.tracking.models_registry import registered_steps
+
+    client = require_client(current, "`eval --all-steps`")
+    config = _run_config(client, run_id, current)
+    rows = []
+    for step in registered_steps(client, config.tracking.registered_model_name, run_id):
+        result = evaluate(target_from_run(current, run_id, step))
+        rows.append(result.metrics)
+    out = Storage.from_config(current.storage.cache_dir).eval_dir(rows[0]["run_name"]) / "learning_curve.csv"
+    write_summary_csv(summary_table(rows), out)
+    if metrics_out is not None:
+        write_metrics_json(metrics_out / "eval.json", rows[-1])
+    return out
+
+
+def configured_run_id(current: ExperimentConfig) -> str:
+    """The MLflow run id of the training run this config names (its run.json), for DVC stages."""
+    import json
+
+    run_json = Storage.from_config(current.storage.cache_dir).run_dir(current.run_name) / "run.json"
+    if not run_json.exists():
+        raise UserError(f"{run_json}: no training run named {current.run_name!r}; run `hackable-rl train` first")
+    info = json.loads(run_json.read_text())
+    if not info.get("mlflow_run_id") or info.get("tracking_pending"):
+        raise UserError(
+            f"{run_json}: the run has not reached MLflow yet; upload it with `hackable-rl sync {run_json.parent}`"
+        )
+    return info["mlflow_run_id"]

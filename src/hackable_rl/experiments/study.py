@@ -1,0 +1,246 @@
+"""A study (spec section 7): methods x corruption rates x seeds, one condition at a time.
+
+    config + method -> base: evaluate the warm-started policy under the condition's verifier
+                       baseline/robust: train (GRPO) -> evaluate the final permanent checkpoint
+                    -> <out>/condition.json  (status ok | failed; a failure is recorded, never raised)
+    condition.json files -> collect_study -> summary table -> summary.csv / summary.json
+
+DVC matrix stages call `hackable-rl condition` once per cell, so one failed condition neither stops
+the others nor disappears from the table: its row keeps the error text and blank metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import yaml
+
+from hackable_rl.config import ExperimentConfig, validate_config
+from hackable_rl.errors import UserError
+from hackable_rl.jsonl import iter_jsonl
+
+log = logging.getLogger(__name__)
+
+Method = Literal["base", "baseline", "robust"]
+METHODS: tuple[str, ...] = ("base", "baseline", "robust")
+CONDITION_FILE = "condition.json"
+# Columns that label a row; everything after them is a metric (eval keys as they are, `train/...`).
+LABELS = ("name", "method", "rate", "seed", "channel", "flaw", "status", "error")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One cell of a study: what was run, independent of how it went."""
+
+    method: str
+    rate: float
+    seed: int
+    channel: str
+    flaw: str | None
+
+    @property
+    def name(self) -> str:
+        """`<method>-<channel>[-<flaw>]-r<rate>-s<seed>`: also the run name, so cells never share a folder."""
+        channel = f"{self.channel}-{self.flaw}" if self.flaw else self.channel
+        return f"{self.method}-{channel}-r{self.rate:g}-s{self.seed}"
+
+
+def condition_of(config: ExperimentConfig, method: str) -> Condition:
+    if method not in METHODS:
+        raise UserError(f"--method {method!r}: expected one of {', '.join(METHODS)}")
+    flaw = config.corruption.flaw if config.corruption.channel == "flaw" else None
+    return Condition(method, config.corruption.rate, config.seed, config.corruption.channel, flaw)
+
+
+def condition_config(config: ExperimentConfig, condition: Condition) -> ExperimentConfig:
+    """The config one condition runs: its method (base keeps the baseline verifier: no RL, same
+    reward) and, unless the user named it, a run name that is unique within the study."""
+    raw = config.model_dump(mode="json")
+    raw["method"] = "baseline" if condition.method == "base" else condition.method
+    raw["tracking"]["run_name"] = config.tracking.run_name or condition.name
+    return validate_config(raw, f"condition {condition.name}")
+
+
+def method_overrides(study_file: Path, method: str) -> list[str]:
+    """`--set` overrides that a study file gives one method (e.g. robust's clean + flawed ensemble).
+
+    The file's `method_overrides` maps a method to a list of `key=value` strings; a method it does
+    not list gets none.
+    """
+    if not study_file.exists():
+        raise UserError(f"{study_file}: no such study file (pass --study PATH)")
+    data = yaml.safe_load(study_file.read_text(encoding="utf-8")) or {}
+    table = data.get("method_overrides", {}) if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise UserError(f"{study_file}: method_overrides must map a method to a list of key=value strings")
+    overrides = table.get(method, [])
+    if not isinstance(overrides, list) or not all(isinstance(item, str) for item in overrides):
+        raise UserError(f"{study_file}: method_overrides.{method} must be a list of key=value strings")
+    return overrides
+
+
+# --------------------------------------------------------------------------- one condition
+
+
+def run_condition(config: ExperimentConfig, method: str, out_dir: Path) -> dict[str, Any]:
+    """Runs one condition end to end and writes `<out_dir>/condition.json`; returns what it wrote.
+
+    Any exception inside the run is caught and recorded (status `failed`, the error text and the
+    traceback), so a DVC matrix keeps going; a bad `method` is the user's mistake and raises.
+    """
+    condition = condition_of(config, method)
+    cfg = condition_config(config, condition)
+    started = time.time()
+    record: dict[str, Any] = {"condition": asdict(condition) | {"name": condition.name}, "run_name": cfg.run_name}
+    try:
+        record |= _run_base(cfg) if method == "base" else _run_trained(cfg)
+        record["status"], record["error"] = "ok", None
+    except Exception as error:  # a failed condition is data, not a crash: keep it and move on
+        log.error("condition %s failed: %s", condition.name, error)
+        record |= {"status": "failed", "error": _error_text(error), "traceback": traceback.format_exc()}
+    record["seconds"] = time.time() - started
+    write_condition(out_dir / CONDITION_FILE, record)
+    return record
+
+
+def _error_text(error: Exception) -> str:
+    problems = getattr(error, "problems", None)
+    text = "; ".join(problems) if problems else str(error)
+    return f"{type(error).__name__}: {text}"
+
+
+def _run_base(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The warm-started policy, evaluated under this condition's training verifier (no RL)."""
+    from hackable_rl.experiments.evaluate import evaluate, target_from_model
+
+    target = replace(target_from_model(cfg, None), run_name=cfg.run_name)
+    result = evaluate(target)
+    return {"eval": _with_disagreement(result.metrics, result.out_dir), "train": {}, "run_id": result.run_id,
+            "eval_dir": str(result.out_dir)}
+
+
+def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
+    """GRPO from scratch (a rerun replaces an earlier attempt), then the final checkpoint's eval."""
+    from hackable_rl.experiments.evaluate import EvalTarget, evaluate
+    from hackable_rl.storage import Storage
+    from hackable_rl.training.run import run_training
+
+    trained = run_training(cfg, resume="never", overwrite=True)
+    checkpoint = Storage.from_config(cfg.storage.cache_dir).permanent_checkpoint(cfg.run_name, trained.final_step)
+    if not checkpoint.is_dir():
+        raise UserError(f"{checkpoint}: the run finished without its final permanent checkpoint")
+    result = evaluate(EvalTarget(cfg, cfg.run_name, trained.run_id, trained.final_step, checkpoint))
+    train = dict(trained.metrics) | {"verifier/disagreement/last": _last_tenth(trained.run_dir, "verifier/disagreement")}
+    return {"eval": _with_disagreement(result.metrics, result.out_dir), "train": train, "run_id": trained.run_id,
+            "eval_dir": str(result.out_dir)}
+
+
+def _with_disagreement(metrics: dict[str, Any], eval_dir: Path) -> dict[str, Any]:
+    """Adds `disagreement`: mean member disagreement U over the evaluated completions (None without
+    any), measured on the same samples as correctness so the two can be plotted together."""
+    values = [row["verifier"].get("U") for _, row in iter_jsonl(eval_dir / "generations.jsonl")]
+    present = [value for value in values if value is not None]
+    return metrics | {"disagreement": sum(present) / len(present) if present else None}
+
+
+def _last_tenth(run_dir: Path, key: str) -> float | None:
+    """Mean of a per-step metric over the last tenth of the steps (as training's final metrics)."""
+    path = run_dir / "metrics.jsonl"
+    rows = [row for _, row in iter_jsonl(path)] if path.exists() else []
+    tail = rows[-max(1, len(rows) // 10):]
+    values = [row[key] for row in tail if row.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def write_condition(path: Path, record: dict[str, Any]) -> Path:
+    """JSON with undefined values as null (a NaN would be a bug upstream, so it raises)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(".json.tmp")
+    temp.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    temp.replace(path)
+    return path
+
+
+# --------------------------------------------------------------------------- the study table
+
+
+def read_condition(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such condition file") from None
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("condition"), dict) or "status" not in data:
+        raise UserError(f"{path}: expected a condition.json with `condition` and `status` (from `hackable-rl condition`)")
+    return data
+
+
+def condition_row(data: dict[str, Any]) -> dict[str, Any]:
+    """One table row: labels, then eval metrics by their own keys, then `train/<key>`."""
+    condition = data["condition"]
+    row = {
+        "name": condition.get("name"),
+        "method": condition.get("method"),
+        "rate": condition.get("rate"),
+        "seed": condition.get("seed"),
+        "channel": condition.get("channel"),
+        "flaw": condition.get("flaw"),
+        "status": data["status"],
+        "error": data.get("error"),
+    }
+    row |= {key: value for key, value in (data.get("eval") or {}).items() if key not in ("run_name", "step")}
+    row |= {f"train/{key}": value for key, value in (data.get("train") or {}).items()}
+    return row
+
+
+def find_condition_files(study_dir: Path) -> list[Path]:
+    files = sorted(Path(study_dir).rglob(CONDITION_FILE))
+    if not files:
+        raise UserError(f"{study_dir}: no {CONDITION_FILE} below it; run the study's conditions first")
+    return files
+
+
+def collect_study(condition_files: Iterable[Path]) -> pd.DataFrame:
+    """One row per condition, failed ones included, sorted by method, rate, flaw and seed."""
+    from hackable_rl.evaluation.metrics import summary_table
+
+    rows = [condition_row(read_condition(path)) for path in condition_files]
+    table = summary_table(rows)
+    order = {method: index for index, method in enumerate(METHODS)}
+    keys = table["method"].map(lambda m: order.get(m, len(order)))
+    return (table.assign(_order=keys).sort_values(["_order", "rate", "flaw", "seed"], na_position="first")
+            .drop(columns="_order").reset_index(drop=True))
+
+
+def table_records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain dicts with undefined cells as None (JSON null), never NaN."""
+    return [{key: _plain(value) for key, value in row.items()} for row in table.to_dict(orient="records")]
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def write_summary(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
+    """summary.csv (undefined cells blank) and summary.json (undefined cells null)."""
+    from hackable_rl.evaluation.metrics import write_summary_csv
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = write_summary_csv(table, out_dir / "summary.csv")
+    json_path = out_dir / "summary.json"
+    json_path.write_text(json.dumps(table_records(table), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    return csv_path, json_path

@@ -1,0 +1,233 @@
+"""The study report: condition.json files -> summary.csv/json, PNG plots, report.md.
+
+Every sentence in report.md is computed from the summary table: which method has the higher mean
+correctness at each rate, whether the hacking gap grows with the rate, whether robust shaping
+reduces it. Unfavourable outcomes are written as plainly as favourable ones. A difference no
+larger than one standard deviation over seeds is called indistinguishable at that number of seeds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from hackable_rl.experiments.study import collect_study, find_condition_files, write_summary
+from hackable_rl.report import plots
+from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope
+
+log = logging.getLogger(__name__)
+
+PLOTS = {
+    "correctness_vs_rate": "correctness_vs_rate.png",
+    "hacking_gap_vs_rate": "hacking_gap_vs_rate.png",
+    "observed_vs_correctness": "observed_vs_correctness.png",
+    "disagreement_vs_correctness": "disagreement_vs_correctness.png",
+    "pass_at_k": "pass_at_k.png",
+}
+
+
+@dataclass(frozen=True)
+class StudyReport:
+    report: Path
+    summary_csv: Path
+    summary_json: Path
+    plots: dict[str, Path]
+    conditions: int
+    failed: int
+
+
+def build_study_report(study_dir: Path, out_dir: Path, title: str = "hackable-rl corruption study") -> StudyReport:
+    """Collects every condition.json below `study_dir` and writes the table, plots and report.md."""
+    table = collect_study(find_condition_files(study_dir))
+    summary_csv, summary_json = write_summary(table, out_dir)
+    written = write_study_plots(table, out_dir)
+    report = out_dir / "report.md"
+    report.write_text(study_markdown(table, title, written), encoding="utf-8")
+    failed = int((table["status"] != "ok").sum())
+    log.info("study report: %d conditions (%d failed) -> %s", len(table), failed, report)
+    return StudyReport(report, summary_csv, summary_json, written, len(table), failed)
+
+
+def write_study_plots(table: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
+    return {
+        "correctness_vs_rate": plots.metric_vs_rate(
+            seed_stats(table, CORRECTNESS), "independent correctness (pass@1)", out_dir / PLOTS["correctness_vs_rate"]
+        ),
+        "hacking_gap_vs_rate": plots.metric_vs_rate(
+            seed_stats(table, "hacking_gap"), "hacking gap", out_dir / PLOTS["hacking_gap_vs_rate"], zero_line=True
+        ),
+        "observed_vs_correctness": plots.observed_vs_correct(table, out_dir / PLOTS["observed_vs_correctness"]),
+        "disagreement_vs_correctness": plots.scatter_by_method(
+            table, CORRECTNESS, "disagreement", "independent correctness (pass@1)", "verifier disagreement U",
+            out_dir / PLOTS["disagreement_vs_correctness"],
+        ),
+        "pass_at_k": plots.pass_at_k_curves(table, out_dir / PLOTS["pass_at_k"]),
+    }
+
+
+# --------------------------------------------------------------------------- numbers as text
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+def cell(row: pd.Series | None) -> str:
+    """`mean ± sd (n=N)`; a single seed has no sd and says so."""
+    if row is None:
+        return "–"
+    sd = "sd n/a" if math.isnan(row["sd"]) else f"± {row['sd']:.3f}"
+    return f"{row['mean']:.3f} {sd} (n={int(row['n'])})"
+
+
+def _lookup(stats: pd.DataFrame, method: str, rate: float) -> pd.Series | None:
+    match = stats[(stats["method"] == method) & (stats["rate"] == rate)]
+    return None if match.empty else match.iloc[0]
+
+
+def stats_table(stats: pd.DataFrame, metric_label: str) -> list[str]:
+    """A markdown table: one row per rate, one column per method present."""
+    methods = [m for m in ("base", "baseline", "robust") if m in set(stats["method"])]
+    if not methods:
+        return [f"No ok condition has {metric_label}."]
+    lines = [f"| rate | {' | '.join(methods)} |", "|---|" + "---|" * len(methods)]
+    for rate in sorted(stats["rate"].unique()):
+        lines.append(f"| {rate:g} | " + " | ".join(cell(_lookup(stats, m, rate)) for m in methods) + " |")
+    return lines
+
+
+def distinguishable(a: pd.Series, b: pd.Series) -> str:
+    """Whether the difference of two seed means exceeds the larger of their sds."""
+    sds = [s for s in (a["sd"], b["sd"]) if not math.isnan(s)]
+    if not sds:
+        return "one seed each: no sd, so no spread to judge the difference against"
+    if abs(a["mean"] - b["mean"]) <= max(sds):
+        return "within one sd: not distinguishable at this number of seeds"
+    return "larger than one sd"
+
+
+def compare_methods(stats: pd.DataFrame, first: str, second: str, what: str, higher_is_better: bool) -> list[str]:
+    """Per rate: is `first` above or below `second` on this metric, and by how much."""
+    lines, worse = [], []
+    for rate in sorted(stats["rate"].unique()):
+        a, b = _lookup(stats, first, rate), _lookup(stats, second, rate)
+        if a is None or b is None:
+            continue
+        diff = a["mean"] - b["mean"]
+        relation = "higher" if diff > 0 else "lower" if diff < 0 else "equal"
+        lines.append(f"- rate {rate:g}: {first} {fmt(a['mean'])} vs {second} {fmt(b['mean'])}: "
+                     f"{first} is {relation} by {abs(diff):.3f} ({distinguishable(a, b)}).")
+        if (diff <= 0) if higher_is_better else (diff >= 0):
+            worse.append(f"{rate:g}")
+    if not lines:
+        return [f"- {first} and {second} share no rate with ok conditions: no comparison of {what}."]
+    total = len(lines)
+    if worse:
+        lines.append(f"- **Unfavourable for {first}:** its {what} is {'not higher' if higher_is_better else 'not lower'}"
+                     f" than {second}'s at {len(worse)} of {total} rates ({', '.join(worse)}).")
+    else:
+        lines.append(f"- {first}'s {what} is {'higher' if higher_is_better else 'lower'} than {second}'s at all "
+                     f"{total} rates (see the sd column before reading this as an effect).")
+    return lines
+
+
+def best_per_rate(stats: pd.DataFrame) -> list[str]:
+    lines = []
+    for rate in sorted(stats["rate"].unique()):
+        rows = stats[stats["rate"] == rate].sort_values("mean", ascending=False)
+        ranking = ", ".join(f"{r['method']} {fmt(r['mean'])}" for _, r in rows.iterrows())
+        lines.append(f"- rate {rate:g}: highest mean correctness **{rows.iloc[0]['method']}** ({ranking}).")
+    return lines
+
+
+def trend(stats: pd.DataFrame, what: str) -> list[str]:
+    """Per method: the metric at the lowest and highest rate and the least-squares slope."""
+    lines = []
+    for method, rows in stats.groupby("method"):
+        rows = rows.sort_values("rate")
+        if len(rows) < 2:
+            lines.append(f"- {method}: one rate only, no trend.")
+            continue
+        low, high = rows.iloc[0], rows.iloc[-1]
+        fitted = slope(rows["rate"], rows["mean"])
+        change = high["mean"] - low["mean"]
+        spread = max([s for s in (low["sd"], high["sd"]) if not math.isnan(s)], default=float("nan"))
+        if not math.isnan(spread) and abs(change) <= spread:
+            verdict = "no clear change (the difference is within one sd)"
+        else:
+            verdict = "grows with the rate" if change > 0 else "shrinks with the rate" if change < 0 else "is flat"
+        lines.append(f"- {method}: {what} {fmt(low['mean'])} at rate {low['rate']:g} -> {fmt(high['mean'])} at rate "
+                     f"{high['rate']:g} (slope {fmt(fitted)} per unit rate): {verdict}.")
+    return lines
+
+
+# --------------------------------------------------------------------------- report.md
+
+
+def study_markdown(table: pd.DataFrame, title: str, written: dict[str, Path]) -> str:
+    from hackable_rl.report.aggregate import with_series
+
+    labelled = with_series(table)
+    lines = [f"# {title}", ""]
+    lines += _overview(labelled)
+    for verifier in sorted(labelled["verifier"].unique()):
+        lines += _verifier_section(labelled[labelled["verifier"] == verifier], verifier)
+    lines += ["## Plots", ""]
+    lines += [f"![{name}]({path.name})" for name, path in written.items()]
+    lines += ["", "## Reading these numbers", "",
+              "- Independent correctness is pass@1 from the clean judge on held-out prompts; the hacking gap is "
+              "the mean normalised training-verifier reward minus that correctness on the same samples.",
+              "- sd is the sample standard deviation over seeds (ddof 1); error bars show it. It is a spread, "
+              "not a significance test; with few seeds, differences within one sd are not evidence.",
+              "- pass@k rising alone does not show better single-attempt reasoning: read pass@1 beside it.",
+              "- Failed conditions are listed above and left out of every mean; they stay in summary.csv/json.", ""]
+    return "\n".join(lines)
+
+
+def _overview(table: pd.DataFrame) -> list[str]:
+    failed = table[table["status"] != "ok"]
+    seeds = table[table["status"] == "ok"].groupby(["verifier", "method", "rate"])["seed"].nunique()
+    lines = [f"{len(table)} conditions, {len(table) - len(failed)} ok, {len(failed)} failed. "
+             f"Seeds per (method, rate) among ok conditions: {_seed_range(seeds)}.", ""]
+    if not failed.empty:
+        lines += ["### Failed conditions", "", "| condition | error |", "|---|---|"]
+        lines += [f"| {row['name']} | {str(row['error']).replace('|', '/')} |" for _, row in failed.iterrows()]
+        lines.append("")
+    return lines
+
+
+def _seed_range(seeds: pd.Series) -> str:
+    if seeds.empty:
+        return "none"
+    low, high = int(seeds.min()), int(seeds.max())
+    return f"n = {low}" if low == high else f"n = {low} to {high}"
+
+
+def _verifier_section(table: pd.DataFrame, verifier: str) -> list[str]:
+    correctness = seed_stats(table, CORRECTNESS)
+    gap = seed_stats(table, "hacking_gap")
+    observed = seed_stats(table, "observed_reward")
+    lines = [f"## Training verifier: {verifier}", "", "### Independent correctness (pass@1), mean ± sd over seeds", ""]
+    lines += stats_table(correctness, "pass@1") + [""]
+    lines += best_per_rate(correctness) + [""]
+    lines += ["Robust vs baseline:", ""] + compare_methods(correctness, "robust", "baseline", "correctness", True) + [""]
+    lines += ["GRPO (baseline) vs no RL (base):", ""]
+    lines += compare_methods(correctness, "baseline", "base", "correctness", True) + [""]
+    lines += ["Correctness against the rate:", ""] + trend(correctness, "correctness") + [""]
+    lines += ["### Hacking gap (observed reward - correctness), mean ± sd over seeds", ""]
+    lines += stats_table(gap, "a hacking gap") + [""]
+    lines += ["Does the gap grow with the rate?", ""] + trend(gap, "hacking gap") + [""]
+    lines += ["Trained vs untrained gap at the same rate (base's gap is the verifier's own error on the untrained "
+              "policy; a trained gap above it is what GRPO added):", ""]
+    lines += compare_methods(gap, "baseline", "base", "hacking gap", False) + [""]
+    lines += ["Does robust shaping reduce the gap?", ""]
+    lines += compare_methods(gap, "robust", "baseline", "hacking gap", False) + [""]
+    lines += ["### Observed training-verifier reward, mean ± sd over seeds", ""]
+    lines += stats_table(observed, "an observed reward") + [""]
+    return lines

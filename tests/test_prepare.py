@@ -1,0 +1,153 @@
+"""The prepare stage: outputs, manifest, determinism, disjointness, and the CLI command."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hackable_rl.cli import app
+from hackable_rl.config import load_config
+from hackable_rl.data import load_split, prepare_dataset, read_prepared
+from hackable_rl.data.prompting import PROMPT_PREFIX
+from hackable_rl.errors import UserError
+from hackable_rl.jsonl import read_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+GSM8K_TRAIN = SHARED / "gsm8k" / "train.jsonl"
+GSM8K_TEST = SHARED / "gsm8k" / "test.jsonl"
+SMALL_ARITH = ["data.train_size=60", "data.eval_size=20", "data.sft_size=30", "data.arith.hedged_share=0.1"]
+
+
+def config(tmp_path: Path, *overrides: str, cache: str = "cache"):
+    return load_config(REPO / "params.yaml", [f"storage.cache_dir={tmp_path / cache}", *overrides])
+
+
+def gsm8k_overrides(*extra: str) -> list[str]:
+    return [
+        "data.provider=gsm8k",
+        "data.name=gsm8k",
+        f"data.path={GSM8K_TRAIN}",
+        f"data.eval_path={GSM8K_TEST}",
+        "data.train_size=null",
+        "data.eval_size=null",
+        "data.sft_size=0",
+        *extra,
+    ]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_arith_outputs_and_manifest(tmp_path):
+    result = prepare_dataset(config(tmp_path, *SMALL_ARITH))
+    assert result.out_dir == tmp_path / "cache" / "datasets" / "arith"
+    assert result.counts == {"train": 60, "eval": 20, "sft": 30}
+    manifest = json.loads(result.manifest_path.read_text())
+    assert manifest["counts"] == {"train": 60, "eval": 20, "sft": 30}
+    assert manifest["seed"] == 0 and manifest["skipped_rows"] == 0
+    assert manifest["disjointness"]["overlaps"] == {"train/eval": 0, "train/sft": 0, "eval/sft": 0}
+    assert manifest["breakdown"]["sft"]["hedged"] == {"False": 27, "True": 3}
+    assert (
+        manifest["sources"][0]["kind"] == "generated" and manifest["settings"]["arith"]["hedged_share"] == 0.1
+    )
+    for split in ("train", "eval", "sft"):
+        assert manifest["outputs"][split]["sha256"] == sha256(result.out_dir / f"{split}.jsonl")
+    row = read_prepared(config(tmp_path, *SMALL_ARITH), "train")[0]
+    assert set(row) == {"id", "question", "reference", "metadata", "solution", "prompt"}
+    assert row["prompt"] == f"{PROMPT_PREFIX}Problem: {row['question']}\nAnswer: "
+    assert row["solution"] is None
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
+    first = prepare_dataset(config(tmp_path, *SMALL_ARITH, cache="a"))
+    again = prepare_dataset(config(tmp_path, *SMALL_ARITH, cache="b"))
+    other = prepare_dataset(config(tmp_path, *SMALL_ARITH, "seed=1", cache="c"))
+    for name in ("train.jsonl", "eval.jsonl", "sft.jsonl", "manifest.json"):
+        assert (first.out_dir / name).read_bytes() == (again.out_dir / name).read_bytes()
+    assert (first.out_dir / "train.jsonl").read_bytes() != (other.out_dir / "train.jsonl").read_bytes()
+
+
+def test_arith_prompts_hold_no_answer_beyond_operands(tmp_path):
+    # Fair check: the prompt's numbers are exactly the story's operands (the prefix has none), so
+    # the answer shows up only when it equals an operand; no worked step or filled box appears.
+    prepare_dataset(config(tmp_path, *SMALL_ARITH))
+    for split in ("train", "eval", "sft"):
+        for row in read_prepared(config(tmp_path, *SMALL_ARITH), split):
+            assert [int(n) for n in re.findall(r"\d+", row["prompt"])] == row["metadata"]["operands"]
+            assert "=" not in row["prompt"] and f"\\boxed{{{row['reference']}}}" not in row["prompt"]
+
+
+def test_gsm8k_prepare_counts_disjoint_and_no_solution_in_prompt(tmp_path):
+    cfg = config(tmp_path, *gsm8k_overrides())
+    result = prepare_dataset(cfg)
+    assert result.counts == {"train": 7473, "eval": 1319}
+    assert not (result.out_dir / "sft.jsonl").exists()
+    manifest = json.loads(result.manifest_path.read_text())
+    assert manifest["disjointness"]["overlaps"]["train/eval"] == 0
+    assert [source["sha256"] for source in manifest["sources"]] == [sha256(GSM8K_TRAIN), sha256(GSM8K_TEST)]
+    solutions = {row["question"].strip(): row["answer"] for row in read_jsonl(GSM8K_TEST)}
+    # Fair check: the prompt is exactly prefix + question (a solution's first line may restate the
+    # question, so that alone proves nothing), and neither the worked solution nor `####` is in it.
+    for row in read_prepared(cfg, "eval"):
+        assert row["prompt"] == f"{PROMPT_PREFIX}Problem: {row['question'].strip()}\nAnswer: "
+        assert "####" not in row["prompt"] and solutions[row["question"].strip()] not in row["prompt"]
+    assert len(load_split(cfg, "train")) == 7473
+
+
+def test_overlapping_splits_are_an_error(tmp_path):
+    cfg = config(tmp_path, *gsm8k_overrides(f"data.path={GSM8K_TEST}"))
+    with pytest.raises(UserError) as error:
+        prepare_dataset(cfg)
+    assert error.value.problems[0].startswith("data: 1319 train problems also appear in eval (gsm8k-")
+
+
+def test_read_prepared_before_prepare_says_what_to_run(tmp_path):
+    with pytest.raises(UserError, match=r"not prepared; run `hackable-rl prepare`"):
+        read_prepared(config(tmp_path), "train")
+    with pytest.raises(UserError, match="expected one of train, eval, sft"):
+        read_prepared(config(tmp_path), "test")
+
+
+def test_skip_mode_is_counted_in_the_manifest(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    rows = [
+        json.dumps({"question": f"What is {n} plus {n}?", "answer": f"#### {2 * n}"}) for n in range(1, 9)
+    ]
+    rows[2] = '{"question": '
+    rows[5] = json.dumps({"question": "What is nothing?", "answer": "####"})
+    bad.write_text("\n".join(rows) + "\n")
+    overrides = [f"data.path={bad}", "data.eval_path=null", "data.eval_size=2", "data.on_bad_row=skip"]
+    result = prepare_dataset(config(tmp_path, *gsm8k_overrides(*overrides)))
+    manifest = json.loads(result.manifest_path.read_text())
+    assert result.counts == {"train": 4, "eval": 2} and manifest["skipped_rows"] == 2
+    assert [line.split(": ")[0] for line in manifest["skipped_examples"]] == [f"{bad}:3", f"{bad}:6"]
+
+
+def test_cli_prepare_prints_counts_and_output_dir(tmp_path):
+    runner = CliRunner()
+    args = ["prepare", "--config", str(REPO / "params.yaml"), "--set", f"storage.cache_dir={tmp_path}"]
+    args += [item for setting in SMALL_ARITH for item in ("--set", setting)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "prepared arith (arith): train 60, eval 20, sft 30; skipped bad rows 0" in result.output
+    assert f"output: {tmp_path / 'datasets' / 'arith'}" in result.output
+
+
+def test_cli_prepare_bad_row_exits_2_with_file_and_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"question": "What is 1 plus 1?", "answer": "#### 2"}) + "\n" + '{"answer": "#### 3"}\n'
+    )
+    args = ["prepare", "--config", str(REPO / "params.yaml"), "--set", f"storage.cache_dir={tmp_path}"]
+    settings = gsm8k_overrides(f"data.path={bad}", "data.eval_path=null", "data.eval_size=1")
+    args += [item for setting in settings for item in ("--set", setting)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert f"error: {bad}:2: field 'question' is missing" in result.output

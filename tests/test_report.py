@@ -1,0 +1,170 @@
+"""Study table, plots and report.md from synthetic condition.json files (no model, no training)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hackable_rl.experiments.study import collect_study, find_condition_files, write_condition, write_summary
+from hackable_rl.report import build_single_report, build_study_report
+from hackable_rl.report.aggregate import seed_stats, slope
+from hackable_rl.report.single import SingleInputs
+from hackable_rl.report.study import PLOTS
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _metrics(correct: float, gap: float, disagreement: float = 0.0) -> dict:
+    return {
+        "run_name": "x", "step": 10, "n_samples": 8, "pass_at_1": correct, "accuracy": correct,
+        "pass_at_2": min(1.0, correct + 0.1), "pass_at_4": min(1.0, correct + 0.2),
+        "observed_reward": correct + gap, "hacking_gap": gap, "false_positive_rate": None,
+        "disagreement": disagreement,
+    }
+
+
+def _write(root: Path, method: str, rate: float, seed: int, eval_metrics: dict | None, error: str | None = None) -> Path:
+    name = f"{method}-flip-r{rate:g}-s{seed}"
+    record = {
+        "condition": {"method": method, "rate": rate, "seed": seed, "channel": "flip", "flaw": None, "name": name},
+        "status": "failed" if error else "ok",
+        "error": error,
+        "eval": eval_metrics or {},
+        "train": {} if method == "base" or error else {"judge/correctness/last": 0.5, "hacking_gap/last": 0.1},
+    }
+    return write_condition(root / name / "condition.json", record)
+
+
+# Synthetic study where robust shaping is WORSE than the baseline and the baseline gap grows with
+# the rate: the report must say both plainly.
+CORRECT = {"base": (0.50, 0.50), "baseline": (0.70, 0.60), "robust": (0.60, 0.50)}  # at rate 0, 0.4
+GAP = {"base": (0.00, 0.10), "baseline": (0.00, 0.30), "robust": (0.00, 0.35)}
+
+
+@pytest.fixture()
+def study(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    for method in CORRECT:
+        for index, rate in enumerate((0.0, 0.4)):
+            for seed, jitter in enumerate((-0.01, 0.01)):
+                _write(root, method, rate, seed, _metrics(CORRECT[method][index] + jitter, GAP[method][index]))
+    _write(root, "robust", 0.4, 2, None, error="RuntimeError: CUDA out of memory")
+    return root
+
+
+def test_table_keeps_the_failed_condition_with_its_error(study: Path, tmp_path: Path) -> None:
+    table = collect_study(find_condition_files(study))
+    assert len(table) == 13
+    failed = table[table["status"] == "failed"]
+    assert failed["name"].tolist() == ["robust-flip-r0.4-s2"]
+    assert failed["error"].iloc[0] == "RuntimeError: CUDA out of memory"
+    assert pd.isna(failed["pass_at_1"].iloc[0])
+    assert table["method"].tolist()[:1] == ["base"] and table["method"].tolist()[-1] == "robust"
+    csv_path, json_path = write_summary(table, tmp_path / "out")
+    rows = json.loads(json_path.read_text())
+    failed_row = next(row for row in rows if row["status"] == "failed")
+    assert failed_row["pass_at_1"] is None and failed_row["error"] == "RuntimeError: CUDA out of memory"
+    assert rows[0]["false_positive_rate"] is None  # undefined stays null, never NaN
+    text = csv_path.read_text()
+    assert "nan" not in text.lower().replace("no", "")
+    assert "robust-flip-r0.4-s2,robust,0.4,2,flip,,failed,RuntimeError: CUDA out of memory," in text
+
+
+def test_seed_stats_mean_sd_n(study: Path) -> None:
+    table = collect_study(find_condition_files(study))
+    stats = seed_stats(table, "pass_at_1")
+    row = stats[(stats["method"] == "baseline") & (stats["rate"] == 0.4)].iloc[0]
+    assert row["mean"] == pytest.approx(0.60)
+    assert row["sd"] == pytest.approx(0.01414213, rel=1e-5)  # sd of 0.59, 0.61 with ddof 1
+    assert row["n"] == 2
+    failed_excluded = stats[(stats["method"] == "robust") & (stats["rate"] == 0.4)].iloc[0]
+    assert failed_excluded["n"] == 2
+
+
+def test_slope_is_least_squares() -> None:
+    assert slope(pd.Series([0.0, 0.5, 1.0]), pd.Series([0.0, 1.0, 2.0])) == pytest.approx(2.0)
+    assert slope(pd.Series([0.2, 0.2]), pd.Series([1.0, 2.0])) is None
+
+
+def test_every_plot_is_a_png_and_report_states_unfavourable_results(study: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    built = build_study_report(study, out, "synthetic study")
+    assert set(built.plots) == set(PLOTS)
+    for path in built.plots.values():
+        assert path.read_bytes()[:8] == PNG_MAGIC and path.stat().st_size > 1000
+    assert (built.conditions, built.failed) == (13, 1)
+    text = built.report.read_text()
+    assert text.startswith("# synthetic study")
+    assert "13 conditions, 12 ok, 1 failed" in text
+    assert "| robust-flip-r0.4-s2 | RuntimeError: CUDA out of memory |" in text
+    assert "- rate 0: highest mean correctness **baseline** (baseline 0.700, robust 0.600, base 0.500)." in text
+    assert "**Unfavourable for robust:** its correctness is not higher than baseline's at 2 of 2 rates (0, 0.4)." in text
+    assert "- baseline: hacking gap 0.000 at rate 0 -> 0.300 at rate 0.4 (slope 0.750 per unit rate): grows with the rate." in text
+    assert "**Unfavourable for robust:** its hacking gap is not lower than baseline's at 2 of 2 rates (0, 0.4)." in text
+    assert "0.700 ± 0.014 (n=2)" in text
+    for name in PLOTS.values():
+        assert f"]({name})" in text
+
+
+def test_report_says_favourable_only_when_numbers_support_it(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    for seed, jitter in enumerate((-0.01, 0.01)):
+        _write(root, "baseline", 0.2, seed, _metrics(0.50 + jitter, 0.2))
+        _write(root, "robust", 0.2, seed, _metrics(0.70 + jitter, 0.05))
+    text = build_study_report(root, tmp_path / "out", "t").report.read_text()
+    assert "Unfavourable for robust" not in text
+    assert "- robust's correctness is higher than baseline's at all 1 rates" in text
+    assert "robust is higher by 0.200 (larger than one sd)" in text
+    assert "- robust: one rate only, no trend." in text
+
+
+def test_close_means_are_called_indistinguishable(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    for seed, jitter in enumerate((-0.1, 0.1)):
+        _write(root, "baseline", 0.2, seed, _metrics(0.50 + jitter, 0.2))
+        _write(root, "robust", 0.2, seed, _metrics(0.52 + jitter, 0.2))
+    text = build_study_report(root, tmp_path / "out", "t").report.read_text()
+    assert "robust is higher by 0.020 (within one sd: not distinguishable at this number of seeds)" in text
+
+
+def test_no_conditions_is_a_user_error(tmp_path: Path) -> None:
+    from hackable_rl.errors import UserError
+
+    with pytest.raises(UserError, match="no condition.json below it"):
+        build_study_report(tmp_path, tmp_path / "out", "t")
+
+
+def test_single_report_from_metrics_folder(tmp_path: Path) -> None:
+    metrics = tmp_path / "metrics"
+    (metrics / "base").mkdir(parents=True)
+    (metrics / "warmstart.json").write_text(json.dumps({"accuracy": 0.55}))
+    (metrics / "base" / "eval.json").write_text(json.dumps({"pass_at_1": 0.52, "hacking_gap": 0.1, "pass_at_4": 0.8}))
+    (metrics / "eval.json").write_text(json.dumps({"pass_at_1": 0.48, "hacking_gap": 0.2, "pass_at_4": 0.7}))
+    (metrics / "train_curve.csv").write_text("step,judge_correctness,hacking_gap\n1,0.5,0.1\n2,0.6,\n")
+    out = tmp_path / "reports"
+    report = build_single_report(SingleInputs.under(metrics), out, "root run")
+    text = report.read_text()
+    assert "- warm start (greedy): 0.550" in text
+    assert "**GRPO did not raise held-out pass@1**: 0.520 before, 0.480 after (-0.040), one seed." in text
+    assert "| pass_at_4 | 0.800 | 0.700 |" in text
+    assert f"Missing inputs (their numbers are n/a): {metrics / 'train.json'}" in text
+    for name in ("headline.png", "train_curve.png"):
+        assert (out / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_report_cli_study(study: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hackable_rl.cli import app
+
+    params = Path(__file__).resolve().parents[1] / "params.yaml"
+    out = tmp_path / "cli-out"
+    result = CliRunner().invoke(app, ["report", "--study", str(study), "--out", str(out), "--config", str(params)])
+    assert result.exit_code == 0, result.output
+    assert "13 conditions (1 failed)" in result.output
+    assert (out / "summary.csv").exists() and (out / "report.md").exists()
+    neither = CliRunner().invoke(app, ["report", "--config", str(params)])
+    assert neither.exit_code == 2
