@@ -8,9 +8,8 @@ problem and exit with code 2; `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,7 +38,7 @@ SetOption = Annotated[
 _state = {"debug": False}
 
 
-class ResumeMode(str, Enum):
+class ResumeMode(StrEnum):
     never = "never"
     auto = "auto"
 
@@ -360,7 +359,3 @@ def report(
         return
     path = run_user_action(lambda: build_single_report(SingleInputs.under(metrics_dir), target, cfg.report.title))
     typer.echo(f"report: {path}")
-
-
-def entrypoint() -> None:  # pragma: no cover - console script shim
-    sys.exit(app())

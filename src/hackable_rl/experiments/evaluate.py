@@ -165,10 +165,29 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None) -> EvalResult:
     write_metrics_json(out_dir / "metrics.json", metrics)
     if metrics_out is not None:
         write_metrics_json(metrics_out / "eval.json", metrics)
+    if config.evaluation.zero_shot_out:
+        write_zero_shot(records, Path(config.evaluation.zero_shot_out))
     run_id = _log_evaluation(target, out_dir, metrics)
     log.info("evaluated %s %s: pass@1 %s, hacking gap %s", target.run_name, step_name,
              metrics.get("pass_at_1"), metrics.get("hacking_gap"))
     return EvalResult(out_dir, metrics, run_id)
+
+
+def write_zero_shot(records: list[dict[str, Any]], path: Path) -> int:
+    """The frozen zero-shot file the token-utilisation reward reads: per prompt, `correct` (1 when at
+    least half its samples are judged correct, else 0) and `thinking_length` (mean thinking tokens of
+    its correct samples, or of all its strict samples when none is correct, 0 when none is strict)."""
+    by_prompt: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        by_prompt.setdefault(record["prompt_id"], []).append(record)
+    rows = []
+    for prompt_id, samples in by_prompt.items():
+        correct = [s for s in samples if s["correct"]]
+        solved = len(correct) * 2 >= len(samples)
+        measured = [s["thinking_tokens"] for s in (correct or samples) if s["thinking_tokens"] is not None]
+        length = sum(measured) / len(measured) if measured else 0.0
+        rows.append({"id": prompt_id, "correct": int(solved), "thinking_length": length})
+    return write_jsonl(path, rows)
 
 
 def _log_evaluation(target: EvalTarget, out_dir: Path, metrics: dict[str, Any]) -> str | None:

@@ -113,27 +113,53 @@ def distinguishable(a: pd.Series, b: pd.Series) -> str:
 
 
 def compare_methods(stats: pd.DataFrame, first: str, second: str, what: str, higher_is_better: bool) -> list[str]:
-    """Per rate: is `first` above or below `second` on this metric, and by how much."""
-    lines, worse = [], []
+    """Per rate: is `first` above or below `second` on this metric, and by how much; then a summary
+    that names, as unfavourable for `first`, every rate where it is not better."""
+    lines, not_better = [], []
     for rate in sorted(stats["rate"].unique()):
         a, b = _lookup(stats, first, rate), _lookup(stats, second, rate)
         if a is None or b is None:
             continue
         diff = a["mean"] - b["mean"]
-        relation = "higher" if diff > 0 else "lower" if diff < 0 else "equal"
-        lines.append(f"- rate {rate:g}: {first} {fmt(a['mean'])} vs {second} {fmt(b['mean'])}: "
-                     f"{first} is {relation} by {abs(diff):.3f} ({distinguishable(a, b)}).")
+        lines.append(f"- rate {rate:g}: {first} {fmt(a['mean'])} vs {second} {fmt(b['mean'])}: {_relation(diff, first)} "
+                     f"({distinguishable(a, b)}).")
         if (diff <= 0) if higher_is_better else (diff >= 0):
-            worse.append(f"{rate:g}")
+            not_better.append(f"{rate:g}")
     if not lines:
         return [f"- {first} and {second} share no rate with ok conditions: no comparison of {what}."]
-    total = len(lines)
-    if worse:
-        lines.append(f"- **Unfavourable for {first}:** its {what} is {'not higher' if higher_is_better else 'not lower'}"
-                     f" than {second}'s at {len(worse)} of {total} rates ({', '.join(worse)}).")
+    total, better = len(lines), "higher" if higher_is_better else "lower"
+    if not_better:
+        lines.append(f"- **Unfavourable for {first}:** its {what} is not {better} than {second}'s at "
+                     f"{len(not_better)} of {total} rates ({', '.join(not_better)}).")
     else:
-        lines.append(f"- {first}'s {what} is {'higher' if higher_is_better else 'lower'} than {second}'s at all "
-                     f"{total} rates (see the sd column before reading this as an effect).")
+        lines.append(f"- {first}'s {what} is {better} than {second}'s at all {total} rates "
+                     "(see the sd column before reading this as an effect).")
+    return lines
+
+
+def _relation(diff: float, name: str) -> str:
+    if diff == 0:
+        return "equal means"
+    return f"{name} is {'higher' if diff > 0 else 'lower'} by {abs(diff):.3f}"
+
+
+def excess_gap(stats: pd.DataFrame, trained: str) -> list[str]:
+    """Per rate: the trained method's gap above the untrained base's gap, and where it exceeds one sd."""
+    lines, above = [], []
+    for rate in sorted(stats["rate"].unique()):
+        a, b = _lookup(stats, trained, rate), _lookup(stats, "base", rate)
+        if a is None or b is None:
+            continue
+        diff = a["mean"] - b["mean"]
+        lines.append(f"- rate {rate:g}: {trained} {fmt(a['mean'])} vs base {fmt(b['mean'])}: {_relation(diff, trained)} "
+                     f"({distinguishable(a, b)}).")
+        if diff > 0 and distinguishable(a, b) == "larger than one sd":
+            above.append(f"{rate:g}")
+    if not lines:
+        return [f"- {trained} and base share no rate with ok conditions: no comparison."]
+    where = f"at rates {', '.join(above)}" if above else "at no rate"
+    lines.append(f"- {trained}'s gap exceeds the untrained policy's by more than one sd {where} "
+                 f"({len(above)} of {len(lines)}).")
     return lines
 
 
@@ -225,7 +251,9 @@ def _verifier_section(table: pd.DataFrame, verifier: str) -> list[str]:
     lines += ["Does the gap grow with the rate?", ""] + trend(gap, "hacking gap") + [""]
     lines += ["Trained vs untrained gap at the same rate (base's gap is the verifier's own error on the untrained "
               "policy; a trained gap above it is what GRPO added):", ""]
-    lines += compare_methods(gap, "baseline", "base", "hacking gap", False) + [""]
+    for trained in ("baseline", "robust"):
+        lines += excess_gap(gap, trained)
+    lines += [""]
     lines += ["Does robust shaping reduce the gap?", ""]
     lines += compare_methods(gap, "robust", "baseline", "hacking gap", False) + [""]
     lines += ["### Observed training-verifier reward, mean ± sd over seeds", ""]

@@ -158,13 +158,15 @@ class RewardPipeline:
                 out.append((clean, clean))
                 continue
             if keys is None:
-                keys = [corruption_key(example.id, text) for text, example in zip(texts, examples, strict=True)]
+                keys = [
+                    corruption_key(example.id, text) for text, example in zip(texts, examples, strict=True)
+                ]
             out.append((clean, member.channel.corrupt_batch(clean, texts, examples, keys)))
         return out
 
     def _verifier_rewards(self, verdicts: list[tuple[list, list]]) -> dict[str, np.ndarray]:
         """Aggregate, disagreement, shaped and optimised rewards, each [N] (NaN = missing)."""
-        rewards = _matrix([[_nan(v.reward) for v in seen] for _, seen in verdicts])  # [N, M]
+        rewards = _matrix([[v.reward for v in seen] for _, seen in verdicts])  # [N, M]; None -> NaN
         confidences = _matrix([[v.confidence for v in seen] for _, seen in verdicts])  # [N, M]
         aggregation = self.config.verifier.aggregation
         aggregate_reward = aggregate(rewards, confidences, aggregation)
@@ -201,7 +203,10 @@ class RewardPipeline:
 
     def _records(self, texts, examples, verdicts, verifier, components, final) -> list[dict[str, Any]]:
         open_tag, close_tag = self._tags
-        columns = {key: [_none(value) for value in verifier[key].tolist()] for key in verifier}
+        # NaN -> None (x != x only for NaN): records are JSON, and JSON has no NaN.
+        columns = {
+            key: [None if value != value else value for value in verifier[key].tolist()] for key in verifier
+        }
         member_keys = [_member_keys(member.name) for member in self.members]
         records = []
         for i, (text, example) in enumerate(zip(texts, examples, strict=True)):
@@ -254,14 +259,6 @@ def _down_weighted(aggregate_reward: float | None, optimised: float | None) -> b
     return (
         aggregate_reward is not None and optimised is not None and _EPS < optimised < aggregate_reward - _EPS
     )
-
-
-def _nan(value: float | None) -> float:
-    return math.nan if value is None else value
-
-
-def _none(value: float) -> float | None:
-    return None if math.isnan(value) else value
 
 
 def _matrix(per_member: list[list[float]]) -> np.ndarray:

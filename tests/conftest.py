@@ -1,0 +1,77 @@
+"""Shared fixtures: a tiny project (prepared data + a warm-started tiny policy) built once per session."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Seconds-scale settings: a 1-layer model, 8 completions per step, 16 new tokens.
+TINY_PARAMS = {
+    "seed": 0,
+    "storage": {"cache_dir": "cache"},
+    "tracking": {"experiment_name": "tests", "registered_model_name": "tests-policy"},
+    "data": {"name": "arith", "provider": "arith", "train_size": 64, "eval_size": 8, "sft_size": 96},
+    "model": {
+        "source": "tiny",
+        "tiny": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "vocab_size": 300},
+    },
+    "warmstart": {"steps": 3, "batch_size": 8, "warmup_steps": 1, "eval_size": 4},
+    "generation": {"max_new_tokens": 16},
+    "trainer": {
+        "max_steps": 3, "per_device_train_batch_size": 8, "num_generations": 4, "save_steps": 2,
+        "permanent_steps": [2], "learning_rate": 1e-4,
+    },
+    "corruption": {"channel": "flip", "rate": 0.2},
+    "evaluation": {"n": 2, "k": [1, 2], "max_prompts": 4, "batch_size": 16},
+}
+
+
+def write_params(folder: Path, overrides: dict | None = None) -> Path:
+    params = yaml.safe_load(yaml.safe_dump(TINY_PARAMS))
+    for dotted, value in (overrides or {}).items():
+        node = params
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    path = folder / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_project(tmp_path_factory) -> Path:
+    """A folder with params.yaml, prepared arith data and a warm-started tiny policy (no MLflow run)."""
+    from hackable_rl.config import load_config
+    from hackable_rl.data.prepare import prepare_dataset
+    from hackable_rl.models.warmstart import run_warmstart
+
+    folder = tmp_path_factory.mktemp("tiny-project")
+    write_params(folder)
+    previous = Path.cwd()
+    os.chdir(folder)
+    try:
+        config = load_config("params.yaml", ["tracking.enabled=false"])
+        prepare_dataset(config)
+        run_warmstart(config)
+    finally:
+        os.chdir(previous)
+    return folder
+
+
+@pytest.fixture
+def project(tiny_project: Path, tmp_path: Path, monkeypatch) -> Path:
+    """A private copy of the tiny project (its own MLflow store), as the current directory."""
+    import shutil
+
+    target = tmp_path / "project"
+    shutil.copytree(tiny_project, target)
+    monkeypatch.chdir(target)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return target

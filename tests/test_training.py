@@ -1,0 +1,141 @@
+"""GRPO training on the tiny model (CPU, seconds): records, MLflow, registry, robust vs baseline,
+resume after kill -9, and an unreachable tracking store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from hackable_rl.config import load_config
+from hackable_rl.jsonl import read_jsonl
+from hackable_rl.tracking.store import tracking_uri
+from hackable_rl.training.run import run_training
+
+RECORD_FIELDS = {
+    "step", "prompt_id", "prompt", "completion", "prompt_tokens", "completion_tokens", "parsed",
+    "member.m0.clean_reward", "member.m0.clean_confidence", "member.m0.reward", "member.m0.confidence",
+    "aggregate", "U", "normalised_disagreement", "vote_entropy", "confidence_dispersion", "shaped", "optimised",
+    "format_tag_reward", "correctness_reward", "final_reward", "missing", "suppressed", "down_weighted",
+    "advantage", "judge_correct",
+}
+STEP_METRICS = {
+    "reward/observed", "reward/optimised", "judge/correctness", "hacking_gap", "verifier/disagreement",
+    "verifier/missing", "verifier/suppressed", "verifier/down_weighted", "length/completion_tokens", "trl/loss",
+}
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [row for path in sorted((run_dir / "generations").glob("step-*.jsonl")) for row in read_jsonl(path)]
+
+
+def test_three_step_run_records_everything(project):
+    config = load_config("params.yaml")
+    result = run_training(config, metrics_out=project / "metrics")
+    assert result.final_step == 3
+
+    records = _records(result.run_dir)
+    assert [r["step"] for r in records] == [1] * 8 + [2] * 8 + [3] * 8
+    for record in records:
+        assert RECORD_FIELDS <= set(record), RECORD_FIELDS - set(record)
+        # the policy never sees the reference: it is not in the prompt text
+        assert f"\\boxed{{{record['reference']}}}" not in record["prompt"]
+        assert "=" not in record["prompt"].split("Problem:")[1]
+    # advantages are centred within each group of num_generations completions
+    for start in range(0, len(records), 4):
+        assert abs(sum(r["advantage"] for r in records[start : start + 4])) < 1e-9
+
+    rows = read_jsonl(result.run_dir / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert STEP_METRICS <= set(rows[0])
+    assert json.loads((project / "metrics" / "train.json").read_text())["step"] == 3
+
+    client = MlflowClient(tracking_uri(config.storage.cache_dir))
+    run = client.get_run(result.run_id)
+    assert run.data.tags["method"] == "baseline" and run.data.tags["corruption.rate"] == "0.2"
+    assert run.data.params["corruption.rate"] == "0.2"
+    history = client.get_metric_history(result.run_id, "judge/correctness")
+    assert sorted(point.step for point in history) == [1, 2, 3]
+    artifacts = {a.path for a in client.list_artifacts(result.run_id, "generations")}
+    assert artifacts == {f"generations/step-0000{i}.json" for i in (1, 2, 3)}
+    versions = client.search_model_versions("name='tests-policy'")
+    assert sorted(int(v.tags["step"]) for v in versions if v.run_id == result.run_id) == [2, 3]
+    permanent = result.run_dir / "checkpoints" / "permanent" / "step-3"
+    assert (permanent / "model.safetensors").exists() and (permanent / "checkpoint.json").exists()
+
+
+def test_baseline_and_robust_differ_only_in_shaping(project):
+    runs = {}
+    for method in ("baseline", "robust"):
+        config = load_config("params.yaml", [f"method={method}", "tracking.enabled=false", "trainer.max_steps=1"])
+        runs[method] = _records(run_training(config).run_dir)
+    baseline, robust = runs["baseline"], runs["robust"]
+    # same seed, same first batch: identical prompts, completions and verifier verdicts ...
+    for left, right in zip(baseline, robust, strict=True):
+        for key in ("prompt", "completion", "aggregate", "member.m0.reward", "U", "shaped", "judge_correct"):
+            assert left[key] == right[key]
+        # ... and what is optimised is the aggregate for one and the shaped reward for the other
+        assert left["optimised"] == left["aggregate"]
+        assert right["optimised"] == right["shaped"]
+
+
+def test_lora_run_saves_an_adapter(project):
+    config = load_config("params.yaml", ["lora.enabled=true", "lora.r=4", "tracking.enabled=false", "trainer.max_steps=1"])
+    result = run_training(config)
+    assert (result.run_dir / "checkpoints" / "permanent" / "step-1" / "adapter_config.json").exists()
+
+
+def _train_command(*extra: str) -> list[str]:
+    return [sys.executable, "-m", "hackable_rl", "train", "--set", "trainer.max_steps=4", *extra]
+
+
+def test_resume_after_kill_has_no_duplicate_or_missing_steps(project):
+    run_dir = project / "cache" / "artifacts" / "runs" / "baseline-flip-r0.2-s0"
+    process = subprocess.Popen(_train_command(), cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    # kill -9 once step 3 (after checkpoint 2) has been recorded
+    while not (run_dir / "generations" / "step-00003.jsonl").exists():
+        assert process.poll() is None, "training ended before it could be killed"
+        assert time.time() < deadline
+        time.sleep(0.1)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+
+    resumed = subprocess.run(_train_command("--resume", "auto"), cwd=project, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    steps = [r["step"] for r in _records(run_dir)]
+    assert steps == [1] * 8 + [2] * 8 + [3] * 8 + [4] * 8
+    assert [row["step"] for row in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2, 3, 4]
+
+    info = json.loads((run_dir / "run.json").read_text())
+    client = MlflowClient(tracking_uri(str(project / "cache")))
+    history = client.get_metric_history(info["mlflow_run_id"], "judge/correctness")
+    assert sorted(point.step for point in history) == [1, 2, 3, 4]
+
+
+def test_unreachable_tracking_loses_nothing_and_syncs_later(project, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens on the discard port
+    config = load_config("params.yaml", ["trainer.max_steps=2"])
+    result = run_training(config)
+    info = json.loads((result.run_dir / "run.json").read_text())
+    assert result.run_id is None and info["tracking_pending"] is True
+    assert len(_records(result.run_dir)) == 16
+    events = read_jsonl(result.run_dir / "tracking-events.jsonl")
+    assert events and not any(event["delivered"] for event in events)
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    from hackable_rl.tracking.sync import sync_run
+
+    outcome = sync_run(config, result.run_dir)
+    assert outcome["replayed"] == len(events) and outcome["pending"] == 0
+    client = MlflowClient(tracking_uri(config.storage.cache_dir))
+    history = client.get_metric_history(outcome["run_id"], "judge/correctness")
+    assert sorted(point.step for point in history) == [1, 2]
+    assert json.loads((result.run_dir / "run.json").read_text())["mlflow_run_id"] == outcome["run_id"]
+    assert sync_run(config, result.run_dir)["replayed"] == 0  # nothing is sent twice
