@@ -32,8 +32,17 @@ TINY_PARAMS = {
 }
 
 
+def _merge(base: dict, changes: dict) -> dict:
+    merged = dict(base)
+    for key, value in changes.items():
+        merged[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return merged
+
+
 def write_params(folder: Path, overrides: dict | None = None) -> Path:
-    params = yaml.safe_load(yaml.safe_dump(TINY_PARAMS))
+    """The repository's params.yaml with the seconds-scale settings (and `overrides`) merged in: every
+    section stays present, as DVC's per-key params need."""
+    params = _merge(yaml.safe_load((REPO / "params.yaml").read_text()), TINY_PARAMS)
     for dotted, value in (overrides or {}).items():
         node = params
         *parents, leaf = dotted.split(".")
@@ -43,6 +52,12 @@ def write_params(folder: Path, overrides: dict | None = None) -> Path:
     path = folder / "params.yaml"
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     return path
+
+
+@pytest.fixture
+def tiny_params_writer():
+    """`write(folder, {"dotted.key": value})` writes the seconds-scale params.yaml into folder."""
+    return write_params
 
 
 @pytest.fixture(scope="session")

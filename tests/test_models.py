@@ -121,6 +121,16 @@ def test_save_and_reload_gives_identical_logits(tiny, tokenizer, tmp_path):
     assert reloaded_tokenizer.tokenize("42") == ["4", "2"]
 
 
+def test_checkpoint_without_tokenizer_uses_the_policy_tokenizer(tiny, tokenizer, tmp_path):
+    config = _config(tmp_path)
+    tiny.save_pretrained(policy_dir(config))
+    tokenizer.save_pretrained(policy_dir(config))
+    tiny.save_pretrained(tmp_path / "checkpoint-25")  # TRL-style checkpoint: weights only
+    model, loaded_tokenizer = load_policy(config, path=tmp_path / "checkpoint-25")
+    assert loaded_tokenizer(CORPUS[0])["input_ids"] == tokenizer(CORPUS[0])["input_ids"]
+    assert model.num_parameters() == tiny.num_parameters()
+
+
 def test_peft_adapter_folder_loads_on_its_base(tiny, tokenizer, tmp_path):
     from peft import LoraConfig, get_peft_model
 

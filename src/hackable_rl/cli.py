@@ -247,6 +247,9 @@ def eval_command(
     metrics_dir: Annotated[Path, typer.Option("--metrics-dir", help="Where eval.json goes (DVC metrics).")] = Path(
         "metrics"
     ),
+    out_dir: Annotated[
+        Path | None, typer.Option("--out-dir", help="Where generations.jsonl and metrics.json go.")
+    ] = None,
 ) -> None:
     """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates."""
     from hackable_rl.experiments import evaluate as runs
@@ -268,7 +271,7 @@ def eval_command(
         target = run_user_action(lambda: runs.target_from_run(cfg, run_id, step))
     else:
         target = runs.target_from_model(cfg, model)
-    result = run_user_action(lambda: runs.evaluate(target, metrics_dir))
+    result = run_user_action(lambda: runs.evaluate(target, metrics_dir, out_dir))
     _print_eval(result)
 
 

@@ -153,11 +153,14 @@ def _thinking_lengths(completion: str, tokenizer: Any, config: ExperimentConfig)
 # --------------------------------------------------------------------------- the stage
 
 
-def evaluate(target: EvalTarget, metrics_out: Path | None = None) -> EvalResult:
-    """Samples, judges and scores; writes generations + metrics; logs them into the run's MLflow run."""
+def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path | None = None) -> EvalResult:
+    """Samples, judges and scores; writes generations + metrics; logs them into the run's MLflow run.
+
+    `out_dir` defaults to `<cache>/artifacts/eval/<run>/step-N` (`.../base` for a policy without a run).
+    """
     config = target.config
     step_name = f"step-{target.step}" if target.step is not None else "base"
-    out_dir = Storage.from_config(config.storage.cache_dir).eval_dir(target.run_name) / step_name
+    out_dir = out_dir or Storage.from_config(config.storage.cache_dir).eval_dir(target.run_name) / step_name
     records = sample_and_score(target)
     metrics = compute_metrics(records, config.evaluation.k)
     metrics = {"run_name": target.run_name, "step": target.step, **metrics}

@@ -187,15 +187,13 @@ def _load_model(
     return model.to(device)
 
 
-def _load_folder(
-    config: ExperimentConfig, folder: Path, device: str
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _require_saved_model(folder: Path) -> None:
     if not (folder / "config.json").exists():
         raise UserError(f"{folder}: no config.json; expected a saved model folder (save_pretrained)")
-    return _load_model(config, folder, device), load_tokenizer(folder)
 
 
-def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def _source_files(config: ExperimentConfig) -> tuple[Path, str | None]:
+    """(folder, GGUF file name or None) holding the configured policy's weights and tokenizer."""
     source = resolve_source(config)
     if source.kind == TINY:
         folder = Path(source.location)
@@ -204,16 +202,38 @@ def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel
                 f"model.source: tiny: no warm-started model in {folder}; run `hackable-rl prepare` "
                 "then `hackable-rl warmstart` first"
             )
-        return _load_folder(config, folder, device)
+        return folder, None
     if source.kind == "gguf":
-        model = _load_model(config, Path(source.location), device, gguf_file=source.gguf_file)
-        tokenizer = AutoTokenizer.from_pretrained(
-            source.location, gguf_file=source.gguf_file, trust_remote_code=False
-        )
-        return model, prepare_for_generation(tokenizer)
+        return Path(source.location), source.gguf_file
     if source.kind == "hub":
-        return _load_folder(config, download_hub_snapshot(source), device)
-    return _load_folder(config, Path(source.location), device)
+        return download_hub_snapshot(source), None
+    return Path(source.location), None
+
+
+def _tokenizer_from(folder: Path, gguf_file: str | None = None) -> PreTrainedTokenizerBase:
+    if gguf_file is None:
+        return load_tokenizer(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file, trust_remote_code=False)
+    return prepare_for_generation(tokenizer)
+
+
+def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    folder, gguf_file = _source_files(config)
+    if gguf_file is None:
+        _require_saved_model(folder)
+    return _load_model(config, folder, device, gguf_file), _tokenizer_from(folder, gguf_file)
+
+
+def _load_checkpoint(
+    config: ExperimentConfig, folder: Path, device: str
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A full saved model; its own tokenizer, or (a checkpoint saved without one) the configured policy's."""
+    _require_saved_model(folder)
+    model = _load_model(config, folder, device)
+    if (folder / "tokenizer_config.json").exists():
+        return model, load_tokenizer(folder)
+    log.info("%s holds no tokenizer; using the one of model.source %s", folder, config.model.source)
+    return model, _tokenizer_from(*_source_files(config))
 
 
 def _load_adapter(config: ExperimentConfig, folder: Path, device: str):
@@ -223,7 +243,7 @@ def _load_adapter(config: ExperimentConfig, folder: Path, device: str):
     adapter_config = json.loads((folder / _ADAPTER_CONFIG).read_text(encoding="utf-8"))
     base_path = adapter_config.get("base_model_name_or_path")
     if base_path and (Path(base_path) / "config.json").exists():
-        base, tokenizer = _load_folder(config, Path(base_path), device)
+        base, tokenizer = _load_checkpoint(config, Path(base_path), device)
     else:
         log.info(
             "adapter %s: base %r is not a local folder; loading model.source %s",
@@ -255,7 +275,7 @@ def load_policy(
         if (folder / _ADAPTER_CONFIG).exists():
             model, tokenizer = _load_adapter(config, folder, device)
         else:
-            model, tokenizer = _load_folder(config, folder, device)
+            model, tokenizer = _load_checkpoint(config, folder, device)
     log.info(
         "policy loaded: %s (%s, %.2fM parameters, %s)",
         path or config.model.source,

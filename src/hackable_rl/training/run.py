@@ -191,11 +191,16 @@ def _catch_up(callback: RunCallback, run_dir: Path, step: int) -> None:
 
 
 def run_training(
-    config: ExperimentConfig, resume: Resume = "never", overwrite: bool = False, metrics_out: Path | None = None
+    config: ExperimentConfig,
+    resume: Resume = "never",
+    overwrite: bool = False,
+    metrics_out: Path | None = None,
+    extra_callbacks: list[Any] = (),
 ) -> TrainResult:
     """Trains one policy with GRPO against the configured training verifier.
 
-    `metrics_out` (the DVC metrics folder) receives train.json and train_curve.csv.
+    `metrics_out` (the DVC metrics folder) receives train.json and train_curve.csv;
+    `extra_callbacks` (TrainerCallback) run after the project's own (benchmarks time steps this way).
     """
     from transformers import set_seed
     from trl import GRPOTrainer
@@ -273,7 +278,7 @@ def run_training(
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=build_peft_config(config),
-        callbacks=[callback],
+        callbacks=[callback, *extra_callbacks],
     )
     started = time.time()
     try:

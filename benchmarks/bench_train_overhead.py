@@ -1,0 +1,104 @@
+"""Overhead of `hackable-rl train` over a bare TRL GRPOTrainer, in one process.
+
+Both train the same warm-started tiny policy on the same prompts with the same GRPO settings.
+The bare run uses a plain correctness reward and no callbacks of ours; the full run has every
+generation record, the verifier ensemble, the independent judge and MLflow on. Prints the median
+step time of each and their ratio (target: at most 1.10).
+
+    python benchmarks/bench_train_overhead.py [--steps 12] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from hackable_rl.config import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class StepTimer(TrainerCallback):
+    """Wall time between consecutive step ends (generation, rewards, backward and our callbacks)."""
+
+    def __init__(self):
+        self.times: list[float] = []
+        self._last: float | None = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self._last is None:
+            self._last = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        now = time.perf_counter()
+        self.times.append(now - self._last)
+        self._last = now
+
+
+def bare_trl(config, steps: int, output_dir: Path) -> list[float]:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from hackable_rl.data.prepare import read_prepared
+    from hackable_rl.models.loading import load_policy
+    from hackable_rl.rewards.parsing import answers_match, extract_boxed
+    from hackable_rl.training.trl_args import build_grpo_args
+
+    def correctness(completions, reference, **_):
+        return [float(extract_boxed(c) is not None and answers_match(extract_boxed(c), r))
+                for c, r in zip(completions, reference)]
+
+    model, tokenizer = load_policy(config)
+    rows = read_prepared(config, "train")
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "reference": r["reference"]} for r in rows])
+    timer = StepTimer()
+    args = build_grpo_args(config, output_dir)
+    args.max_steps = steps
+    trainer = GRPOTrainer(model=model, reward_funcs=[correctness], args=args, train_dataset=dataset,
+                          processing_class=tokenizer, callbacks=[timer])
+    trainer.train()
+    return timer.times
+
+
+def full_run(config, steps: int) -> list[float]:
+    from hackable_rl.training.run import run_training
+
+    timer = StepTimer()
+    run_training(config, overwrite=True, extra_callbacks=[timer])
+    return timer.times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--workdir", type=Path, default=None, help="A folder with prepared data and a warm start.")
+    options = parser.parse_args()
+    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="bench-train-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.chdir(workdir)
+    overrides = [f"trainer.max_steps={options.steps}", f"trainer.save_steps={options.steps}",
+                 "trainer.permanent_steps=[]", "warmstart.steps=60", "warmstart.eval_size=20"]
+    config = load_config(REPO / "params.yaml", overrides)
+    if not (workdir / "cache" / "models" / f"tiny-{config.data.name}").exists():
+        from hackable_rl.data.prepare import prepare_dataset
+        from hackable_rl.models.warmstart import run_warmstart
+
+        prepare_dataset(config)
+        run_warmstart(config, workdir / "metrics" / "warmstart.json")
+    bare = bare_trl(config, options.steps, workdir / "bare")
+    full = full_run(config, options.steps)
+    bare_median, full_median = statistics.median(bare[1:]), statistics.median(full[1:])
+    print(f"steps per run: {options.steps} (first step excluded from the medians)")
+    print(f"bare TRL GRPOTrainer median step: {bare_median:.3f} s")
+    print(f"hackable-rl train median step:    {full_median:.3f} s (records, verifier, judge, MLflow)")
+    print(f"overhead ratio: {full_median / bare_median:.3f} (target <= 1.10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Pipeline smoke: `dvc repro` of a seconds-scale params file in a temporary Git repository, then
+`dvc exp run -S corruption.rate=...`, checking every stage's outputs and the MLflow runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from mlflow import MlflowClient
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _run(command: list[str], cwd: Path) -> str:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def _make_repo(folder: Path, write_params) -> Path:
+    folder.mkdir()
+    shutil.copy(REPO / "dvc.yaml", folder / "dvc.yaml")
+    shutil.copytree(REPO / "src", folder / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / ".gitignore", folder / ".gitignore")
+    write_params(folder, {"trainer.max_steps": 2, "trainer.permanent_steps": [1]})
+    _run(["git", "init", "-q"], folder)
+    _run(["git", "config", "user.email", "ci@example.com"], folder)
+    _run(["git", "config", "user.name", "ci"], folder)
+    _run(["dvc", "init", "-q"], folder)
+    _run(["git", "add", "-A"], folder)
+    _run(["git", "commit", "-qm", "pipeline smoke"], folder)
+    return folder
+
+
+def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
+    repo = _make_repo(tmp_path / "repo", tiny_params_writer)
+    _run(["dvc", "repro"], repo)
+
+    assert (repo / "cache/datasets/arith/manifest.json").exists()
+    assert (repo / "cache/models/tiny-arith/model.safetensors").exists()
+    run_dir = repo / "cache/artifacts/runs/baseline-flip-r0.2-s0"
+    assert (run_dir / "generations/step-00002.jsonl").exists()
+    assert (run_dir / "checkpoints/permanent/step-1/model.safetensors").exists()
+    assert (repo / "cache/artifacts/eval/main/generations.jsonl").exists()
+    for name in ("warmstart.json", "train.json", "eval.json", "base/eval.json", "train_curve.csv"):
+        assert (repo / "metrics" / name).exists(), name
+    assert (repo / "reports/report.md").exists()
+    assert json.loads((repo / "metrics/eval.json").read_text())["n_prompts"] == 4
+
+    client = MlflowClient(f"sqlite:///{repo / 'cache/mlflow/mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("tests").experiment_id])
+    kinds = sorted(run.data.tags["hackable_rl.kind"] for run in runs)
+    assert kinds == ["eval", "train", "warmstart"]
+    trained = next(run for run in runs if run.data.tags["hackable_rl.kind"] == "train")
+    assert "eval/pass_at_1" in trained.data.metrics
+    assert client.search_model_versions("name='tests-policy'")
+
+    _run(["git", "add", "-A"], repo)
+    _run(["git", "commit", "-qm", "baseline"], repo)
+    _run(["dvc", "exp", "run", "-S", "corruption.rate=0.4"], repo)
+    rerun = json.loads((repo / "cache/artifacts/runs/baseline-flip-r0.4-s0/run.json").read_text())
+    assert rerun["corruption_rate"] == 0.4
+    assert yaml.safe_load((repo / "params.yaml").read_text())["corruption"]["rate"] == 0.4
+    shown = json.loads(_run(["dvc", "exp", "show", "--json"], repo))
+    assert "0.4" in json.dumps(shown)
+    rates = {run.data.tags.get("corruption.rate") for run in client.search_runs(
+        [client.get_experiment_by_name("tests").experiment_id], "tags.`hackable_rl.kind` = 'train'")}
+    assert rates == {"0.2", "0.4"}

@@ -1,0 +1,146 @@
+"""Study conditions without training: failures are recorded, names are unique, pipeline params validate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hackable_rl.config import load_config
+from hackable_rl.errors import UserError
+from hackable_rl.experiments import study
+from hackable_rl.experiments.evaluate import EvalResult
+from hackable_rl.jsonl import write_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+PIPELINES = sorted((ROOT / "pipelines").glob("*/params.yaml"))
+
+
+@pytest.fixture()
+def config(tmp_path: Path):
+    return load_config(ROOT / "params.yaml", [f"storage.cache_dir={tmp_path / 'cache'}", "corruption.rate=0.4", "seed=2"])
+
+
+def test_every_pipeline_params_file_validates() -> None:
+    assert {path.parent.name for path in PIPELINES} >= {"corruption_sweep", "flawed_verifier", "smollm2_gsm8k"}
+    for path in PIPELINES:
+        cfg = load_config(path)
+        assert cfg.storage.cache_dir == "cache", path
+
+
+def test_flawed_verifier_settings() -> None:
+    folder = ROOT / "pipelines" / "flawed_verifier"
+    cfg = load_config(folder / "params.yaml")
+    assert (cfg.corruption.channel, cfg.corruption.flaw) == ("flaw", "any_box")
+    assert cfg.data.arith.hedged_share > 0
+    grid = yaml.safe_load((folder / "study.yaml").read_text())
+    assert grid["flaws"] == ["any_box", "lenient_contains"]
+    robust = load_config(folder / "params.yaml", study.method_overrides(folder / "study.yaml", "robust"))
+    members = [(m.name, m.checker, m.corrupted) for m in robust.verifier.members]
+    assert members == [("m0", "clean", True), ("clean", "clean", False)]
+    assert study.method_overrides(folder / "study.yaml", "baseline") == []
+
+
+def test_smollm2_data_paths_resolve_from_the_pipeline_folder() -> None:
+    folder = ROOT / "pipelines" / "smollm2_gsm8k"
+    cfg = load_config(folder / "params.yaml")
+    assert cfg.model.source == "smollm2-135m-instruct"
+    assert cfg.data.path == "../../../shared/data/gsm8k/train.jsonl"
+    assert (folder / cfg.data.path).resolve() == (ROOT.parent / "shared/data/gsm8k/train.jsonl").resolve()
+
+
+def test_study_grid_matches_spec_section_7() -> None:
+    grid = yaml.safe_load((ROOT / "pipelines" / "corruption_sweep" / "study.yaml").read_text())
+    assert grid["methods"] == ["base", "baseline", "robust"]
+    assert grid["rates"] == [0.0, 0.1, 0.2, 0.4, 0.6]
+    assert grid["seeds"] == [0, 1, 2]
+
+
+def test_condition_names_are_unique_per_cell(config) -> None:
+    assert study.condition_of(config, "base").name == "base-flip-r0.4-s2"
+    flawed = load_config(ROOT / "params.yaml", ["corruption.channel=flaw", "corruption.flaw=lenient_contains"])
+    assert study.condition_of(flawed, "robust").name == "robust-flaw-lenient_contains-r0.2-s0"
+    cfg = study.condition_config(config, study.condition_of(config, "robust"))
+    assert (cfg.method, cfg.run_name) == ("robust", "robust-flip-r0.4-s2")
+    base = study.condition_config(config, study.condition_of(config, "base"))
+    assert (base.method, base.run_name) == ("baseline", "base-flip-r0.4-s2")
+    with pytest.raises(UserError, match="--method 'grpo': expected one of base, baseline, robust"):
+        study.condition_of(config, "grpo")
+
+
+def test_failed_training_is_recorded_not_raised(config, tmp_path: Path, monkeypatch) -> None:
+    def broken(cfg, resume="never", overwrite=False, metrics_out=None):
+        raise RuntimeError("loss is NaN at step 3")
+
+    monkeypatch.setattr("hackable_rl.training.run.run_training", broken)
+    record = study.run_condition(config, "baseline", tmp_path / "out")
+    written = json.loads((tmp_path / "out" / "condition.json").read_text())
+    assert written == record
+    assert written["status"] == "failed"
+    assert written["error"] == "RuntimeError: loss is NaN at step 3"
+    assert written["condition"] == {"method": "baseline", "rate": 0.4, "seed": 2, "channel": "flip", "flaw": None,
+                                    "name": "baseline-flip-r0.4-s2"}
+    assert "eval" not in written and "Traceback" in written["traceback"]
+    row = study.collect_study([tmp_path / "out" / "condition.json"]).iloc[0]
+    assert (row["status"], row["error"]) == ("failed", "RuntimeError: loss is NaN at step 3")
+
+
+def test_base_condition_evaluates_the_base_policy(config, tmp_path: Path, monkeypatch) -> None:
+    seen = {}
+
+    def fake_evaluate(target, metrics_out=None):
+        seen["target"] = target
+        out = tmp_path / "eval"
+        write_jsonl(out / "generations.jsonl", [{"verifier": {"U": 0.0}}, {"verifier": {"U": 1.0}}, {"verifier": {"U": None}}])
+        return EvalResult(out, {"run_name": target.run_name, "step": None, "pass_at_1": 0.5, "hacking_gap": None}, None)
+
+    monkeypatch.setattr("hackable_rl.experiments.evaluate.evaluate", fake_evaluate)
+    record = study.run_condition(config, "base", tmp_path / "out")
+    assert record["status"] == "ok" and record["error"] is None
+    assert seen["target"].policy_path is None and seen["target"].run_name == "base-flip-r0.4-s2"
+    assert seen["target"].config.method == "baseline"
+    assert record["eval"]["disagreement"] == pytest.approx(0.5)
+    assert json.loads((tmp_path / "out" / "condition.json").read_text())["eval"]["hacking_gap"] is None
+
+
+def test_condition_cli_exits_zero_on_a_failed_condition(tmp_path: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from hackable_rl.cli import app
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr("hackable_rl.training.run.run_training", broken)
+    out = tmp_path / "cell"
+    result = CliRunner().invoke(app, [
+        "condition", "--method", "robust", "--config", str(ROOT / "params.yaml"),
+        "--study", str(ROOT / "pipelines" / "flawed_verifier" / "study.yaml"),
+        "--set", f"storage.cache_dir={tmp_path}", "--set", "corruption.rate=0.1", "--out", str(out),
+    ])
+    assert result.exit_code == 0, result.output
+    written = json.loads((out / "condition.json").read_text())
+    assert written["status"] == "failed" and written["condition"]["rate"] == 0.1
+    bad = CliRunner().invoke(app, ["condition", "--method", "sft", "--config", str(ROOT / "params.yaml"), "--out", str(out)])
+    assert bad.exit_code == 2
+
+
+def test_method_overrides_errors(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such study file"):
+        study.method_overrides(tmp_path / "missing.yaml", "robust")
+    bad = tmp_path / "study.yaml"
+    bad.write_text("method_overrides:\n  robust: verifier.aggregation=min\n")
+    with pytest.raises(UserError, match="method_overrides.robust must be a list"):
+        study.method_overrides(bad, "robust")
+
+
+def test_bad_condition_file_is_a_user_error(tmp_path: Path) -> None:
+    path = tmp_path / "condition.json"
+    path.write_text("{\n  \"status\": ok\n}")
+    with pytest.raises(UserError, match=r"condition.json:2: not valid JSON"):
+        study.read_condition(path)
+    path.write_text("{}")
+    with pytest.raises(UserError, match="expected a condition.json"):
+        study.read_condition(path)
