@@ -52,7 +52,7 @@ def bare_trl(config, steps: int, output_dir: Path) -> list[float]:
 
     def correctness(completions, reference, **_):
         return [float(extract_boxed(c) is not None and answers_match(extract_boxed(c), r))
-                for c, r in zip(completions, reference)]
+                for c, r in zip(completions, reference, strict=True)]
 
     model, tokenizer = load_policy(config)
     rows = read_prepared(config, "train")
