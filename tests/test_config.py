@@ -1,0 +1,135 @@
+"""The typed config: every shipped params file validates; mistakes give one line each, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import BaseModel
+from typer.testing import CliRunner
+
+from hackable_rl.cli import app
+from hackable_rl.config import ConfigError, ExperimentConfig, load_config
+from hackable_rl.storage import Storage, mlflow_store_dir, project_root
+
+REPO = Path(__file__).resolve().parents[1]
+PARAMS_FILES = sorted(p for p in REPO.rglob("params*.yaml") if ".venv" not in p.parts and "cache" not in p.parts)
+
+
+def test_the_repository_ships_params_files():
+    names = {str(p.relative_to(REPO)) for p in PARAMS_FILES}
+    assert "params.yaml" in names
+    assert {"pipelines/corruption_sweep/params.yaml", "pipelines/flawed_verifier/params.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", PARAMS_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_params_file_validates(path):
+    config = load_config(path)
+    assert isinstance(config, ExperimentConfig)
+
+
+def _fields(model: type[BaseModel], prefix: str = ""):
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _fields(annotation, f"{prefix}{name}.")
+        yield f"{prefix}{name}", field
+
+
+def test_every_field_is_documented():
+    undocumented = [name for name, field in _fields(ExperimentConfig) if not field.description]
+    assert undocumented == []
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("corruption.rate=1.4", "corruption.rate: 1.4 is not in [0, 1]"),
+        ("trainer.lerning_rate=1e-4", "trainer.lerning_rate: unknown key (did you mean learning_rate?)"),
+        ("trainer.max_steps=many", "trainer.max_steps: got 'many' (str); expected a valid integer"),
+        ("corruption.channel=gaussian", "corruption.channel: 'gaussian' is not allowed"),
+        ("trainer.optimizer=lion", "trainer.optimizer: 'lion' is not a known optimizer"),
+        ("evaluation.k=[1,8]", "evaluation.k: [8] exceed evaluation.n = 4"),
+    ],
+)
+def test_a_mistake_is_one_line_naming_the_path(override, line):
+    with pytest.raises(ConfigError) as caught:
+        load_config(REPO / "params.yaml", [override])
+    assert len(caught.value.problems) == 1
+    assert caught.value.problems[0].startswith(line)
+
+
+def test_batch_not_divisible_by_group_size_explains_the_fix():
+    with pytest.raises(ConfigError) as caught:
+        load_config(REPO / "params.yaml", ["trainer.per_device_train_batch_size=30", "trainer.num_generations=4"])
+    (problem,) = caught.value.problems
+    assert problem.startswith("trainer.per_device_train_batch_size: effective batch 30")
+    assert "not divisible by num_generations 4" in problem and "multiple of num_generations" in problem
+
+
+def test_numeric_strings_and_aliases_are_normalised():
+    config = load_config(
+        REPO / "params.yaml", ['trainer.learning_rate="1e-4"', "trainer.optimizer=AdamW", "trainer.scheduler=Cosine"]
+    )
+    assert config.trainer.learning_rate == 1e-4
+    assert config.trainer.optimizer == "adamw_torch"
+    assert config.trainer.scheduler == "cosine"
+
+
+def test_config_is_frozen():
+    config = load_config(REPO / "params.yaml")
+    with pytest.raises(ValueError):
+        config.corruption.rate = 0.9  # type: ignore[misc]
+
+
+def test_cli_rejects_a_broken_copy_with_one_line_per_problem_and_exit_2(tmp_path):
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    raw["trainer"]["lerning_rate"] = raw["trainer"].pop("learning_rate")  # misspelt key
+    raw["corruption"]["rate"] = 1.4  # out of range
+    raw["trainer"]["max_steps"] = "fifty"  # wrong type
+    broken = tmp_path / "params.yaml"
+    broken.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["validate", "--config", str(broken)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert sorted(lines) == sorted(
+        [
+            "error: trainer.lerning_rate: unknown key (did you mean learning_rate?)",
+            "error: corruption.rate: 1.4 is not in [0, 1]",
+            "error: trainer.max_steps: got 'fifty' (str); expected a valid integer, unable to parse string as an integer",
+        ]
+    )
+    assert "Traceback" not in result.output
+
+
+def test_cli_validate_accepts_params_and_prints_the_resolved_config():
+    result = CliRunner().invoke(app, ["validate", "--config", str(REPO / "params.yaml"), "--set", "seed=3"])
+    assert result.exit_code == 0
+    assert yaml.safe_load(result.stdout)["seed"] == 3
+
+
+def test_missing_and_malformed_files_are_user_errors(tmp_path):
+    result = CliRunner().invoke(app, ["validate", "--config", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "no such config file" in result.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: [1\n")
+    result = CliRunner().invoke(app, ["validate", "--config", str(bad)])
+    assert result.exit_code == 2 and "not valid YAML" in result.output
+
+
+def test_cli_help_lists_the_commands():
+    result = CliRunner().invoke(app, ["--help"])
+    for command in ("validate", "prepare", "warmstart", "train", "eval", "judge", "promote", "sync", "ui", "report"):
+        assert command in result.output
+
+
+def test_storage_layout_and_dvc_temp_workspaces(tmp_path):
+    storage = Storage.from_config("cache", cwd=tmp_path)
+    assert storage.run_dir("r") == tmp_path / "cache/artifacts/runs/r"
+    assert storage.permanent_checkpoint("r", 5) == tmp_path / "cache/artifacts/runs/r/checkpoints/permanent/step-5"
+    assert storage.resolve("models/x") == tmp_path / "cache/models/x"
+    temp = tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "tmpab12"
+    temp.mkdir(parents=True)
+    assert project_root(temp) == tmp_path / "repo"
+    assert mlflow_store_dir("/abs/cache") == Path("/abs/cache/mlflow")
