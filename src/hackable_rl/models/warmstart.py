@@ -347,20 +347,8 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
         losses = sft_steps(model, encoded, config, tokenizer.pad_token_id, on_step)
         train_seconds = time.perf_counter() - started
         accuracy = greedy_accuracy(model, tokenizer, eval_path, config)
-        metrics = {
-            "source": TINY,
-            "steps": config.warmstart.steps,
-            "seed": config.seed,
-            "config_hash": warmstart_config_hash(config),
-            "parameters": model.num_parameters(),
-            "vocab_size": len(tokenizer),
-            "sft_examples": len(examples),
-            "loss": _loss_summary(losses),
-            **accuracy,
-            "target_accuracy": list(config.warmstart.target_accuracy),
-            "in_target": _in_band(accuracy["accuracy"], config.warmstart.target_accuracy),
-            "seconds": {"train": train_seconds, "total": time.perf_counter() - started},
-        }
+        metrics = _tiny_metrics(config, model, tokenizer, len(examples), losses, accuracy)
+        metrics["seconds"] = {"train": train_seconds, "total": time.perf_counter() - started}
         _save_policy(model, tokenizer, target, metrics)
         _write_json(metrics_path, metrics)
         tracker.log_metrics(_flat_numbers(metrics))
@@ -370,6 +358,30 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
         "warm start: held-out greedy accuracy %s in %.0f s", accuracy["accuracy"], metrics["seconds"]["total"]
     )
     return metrics
+
+
+def _tiny_metrics(
+    config: ExperimentConfig,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    sft_examples: int,
+    losses: list[float],
+    accuracy: dict[str, Any],
+) -> dict[str, Any]:
+    """What metrics/warmstart.json holds (timings are added by the caller)."""
+    return {
+        "source": TINY,
+        "steps": config.warmstart.steps,
+        "seed": config.seed,
+        "config_hash": warmstart_config_hash(config),
+        "parameters": model.num_parameters(),
+        "vocab_size": len(tokenizer),
+        "sft_examples": sft_examples,
+        "loss": _loss_summary(losses),
+        **accuracy,
+        "target_accuracy": list(config.warmstart.target_accuracy),
+        "in_target": _in_band(accuracy["accuracy"], config.warmstart.target_accuracy),
+    }
 
 
 def _save_policy(
