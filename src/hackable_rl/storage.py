@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,3 +96,12 @@ def mlflow_store_dir(cache_dir: str | Path) -> Path:
     if cache.is_absolute():
         return cache / "mlflow"
     return project_root() / cache / "mlflow"
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file's bytes, read in 1 MiB blocks (manifests, weights, provenance)."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

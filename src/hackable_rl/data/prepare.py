@@ -25,11 +25,10 @@ from hackable_rl.config import ExperimentConfig
 from hackable_rl.data.prompting import PROMPT_PREFIX, render_prompt
 from hackable_rl.data.providers import ProviderOutput, question_key
 from hackable_rl.data.schema import TrainingSample
-from hackable_rl.data.sources import file_sha256
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import read_jsonl, write_jsonl
 from hackable_rl.registry import DATA_PROVIDERS
-from hackable_rl.storage import Storage
+from hackable_rl.storage import Storage, file_sha256
 
 log = logging.getLogger(__name__)
 

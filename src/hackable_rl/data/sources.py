@@ -7,7 +7,6 @@ with `data.on_bad_row: skip`, counts it so the manifest reports it. Nothing is d
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 
 from hackable_rl.data.schema import TrainingSample
 from hackable_rl.errors import UserError
+from hackable_rl.storage import file_sha256
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,14 +55,6 @@ class BadRows:
 
     def summary(self) -> dict[str, Any]:
         return {"skipped_rows": len(self.messages), "skipped_examples": self.messages[:_MAX_LISTED_SKIPS]}
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_local(path: str | Path, bad_rows: BadRows, hint: str, field_name: str = "data.path") -> SourceRows:

@@ -9,7 +9,6 @@ import platform
 import subprocess
 import sys
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 _PACKAGES = (
@@ -66,11 +65,3 @@ def config_hash(config_dump: dict[str, Any]) -> str:
     """sha256 of the resolved config (canonical JSON), the identity of a configuration."""
     canonical = json.dumps(config_dump, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -20,7 +20,7 @@ import yaml
 from hackable_rl.config import ExperimentConfig, flatten_config
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import read_jsonl
-from hackable_rl.storage import Storage
+from hackable_rl.storage import Storage, file_sha256
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
 from hackable_rl.training.callback import RunCallback, RunContext
@@ -134,8 +134,6 @@ def _manifest_hash(config: ExperimentConfig) -> str | None:
     manifest = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / "manifest.json"
     if not manifest.exists():
         return None
-    from hackable_rl.tracking.provenance import file_sha256
-
     return file_sha256(manifest)
 
 
