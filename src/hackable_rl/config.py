@@ -246,7 +246,7 @@ class ModelConfig(Section):
 
 
 class WarmstartConfig(Section):
-    steps: NonNegativeInt = 450
+    steps: NonNegativeInt = 1200
     """SFT optimiser steps on worked solutions (a step budget, bit-identical across CPU runs)."""
     batch_size: PositiveInt = 32
     """Worked solutions per SFT step."""

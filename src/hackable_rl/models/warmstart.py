@@ -37,7 +37,7 @@ from hackable_rl.models.generation import GenerationSettings, generate_completio
 from hackable_rl.models.loading import TINY, PolicySource, download_hub_snapshot, policy_dir, resolve_source
 from hackable_rl.models.tiny import build_tiny_model
 from hackable_rl.models.tokenizer import train_tokenizer
-from hackable_rl.storage import Storage
+from hackable_rl.storage import Storage, file_sha256
 
 __all__ = [
     "SftExample",
@@ -408,14 +408,6 @@ def _flat_numbers(metrics: dict[str, Any], prefix: str = "warmstart/") -> dict[s
 # --------------------------------------------------------------------------- pretrained reference
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _weight_files(source: PolicySource) -> tuple[Path, list[Path], str | None]:
     """(folder, weight files, resolved hub commit) of a pretrained source."""
     if source.kind == "gguf":
@@ -442,7 +434,7 @@ def record_reference(config: ExperimentConfig, metrics_path: Path = METRICS_PATH
         "revision": source.revision,
         "resolved_commit": commit,
         "gguf_file": source.gguf_file,
-        "sha256": {path.name: sha256_file(path) for path in weights},
+        "sha256": {path.name: file_sha256(path) for path in weights},
     }
     target = policy_dir(config)
     _write_json(target / "reference.json", reference)
