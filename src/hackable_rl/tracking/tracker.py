@@ -104,7 +104,8 @@ class Tracker:
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
 
-        items = [RunTag(key, _param_text(value)) for key, value in tags.items()]
+        # An unknown tag (no DVC experiment, no Git) is left out rather than written as "null".
+        items = [RunTag(key, _param_text(value)) for key, value in tags.items() if value is not None]
         delivered = self._send("set_tags", lambda: _log_batch(self.client, self.run_id, tags=items))
         self._record({"event": "tags", "data": {t.key: t.value for t in items}}, delivered)
 
