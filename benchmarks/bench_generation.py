@@ -1,6 +1,7 @@
 """Batched sampling throughput (generated tokens per second) of the policy models on this machine.
 
-Uses the generation settings training uses (`generation` section of params.yaml) and the prompts of
+Measures both the settings training rollouts use (`generation` section of params.yaml) and those
+held-out evaluation uses (`evaluation` decoding), on the prompts of
 the prepared held-out split when present (else rendered synthetic prompts). The tiny model is the
 warm-started one when it exists, else a freshly built one of the configured size (same cost).
 
@@ -48,7 +49,10 @@ def tiny_policy(config: ExperimentConfig, prompts: list[str]):
     return build_tiny_model(config.model.tiny, tokenizer).eval(), tokenizer, "untrained (no warm start yet)"
 
 
-def measure(name: str, config: ExperimentConfig, prompts: list[str], batch_size: int) -> dict:
+SETTINGS = {"training": GenerationSettings.for_training, "evaluation": GenerationSettings.for_evaluation}
+
+
+def measure(name: str, config: ExperimentConfig, prompts: list[str], batch_size: int, kind: str) -> dict:
     if name == "tiny":
         model, tokenizer, state = tiny_policy(config, prompts)
     else:
@@ -56,7 +60,7 @@ def measure(name: str, config: ExperimentConfig, prompts: list[str], batch_size:
         model, tokenizer = load_policy(smol)
         state = "GGUF Q4_1 dequantised to float32"
         prompts = [format_prompt(tokenizer, p, is_instruct_policy(smol, tokenizer)) for p in prompts]
-    settings = GenerationSettings.for_training(config)
+    settings = SETTINGS[kind](config)
     generate_completions(model, tokenizer, prompts[:2], settings.__class__(max_new_tokens=4), 2, 0)  # warm-up
     started = time.perf_counter()
     outputs = generate_completions(model, tokenizer, prompts, settings, batch_size, config.seed)
@@ -64,6 +68,7 @@ def measure(name: str, config: ExperimentConfig, prompts: list[str], batch_size:
     tokens = sum(output.n_tokens for output in outputs)
     return {
         "model": name,
+        "settings": kind,
         "state": state,
         "parameters": model.num_parameters(),
         "prompts": len(prompts),
@@ -84,13 +89,18 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=32, help="prompts per model (tiny)")
     parser.add_argument("--smollm2-prompts", type=int, default=8, help="prompts for SmolLM2 (slow on CPU)")
     parser.add_argument("--batch-size", type=int, default=32, help="sequences per generate call")
+    parser.add_argument(
+        "--settings", nargs="+", default=["training", "evaluation"], choices=sorted(SETTINGS),
+        help="generation settings: training rollouts (generation.*) and/or held-out evaluation (evaluation.*)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     config = load_config(args.config)
     for name in args.models:
         count = args.prompts if name == "tiny" else args.smollm2_prompts
-        result = measure(name, config, bench_prompts(config, count), min(args.batch_size, count))
-        print(json.dumps(result))
+        for kind in args.settings:
+            result = measure(name, config, bench_prompts(config, count), min(args.batch_size, count), kind)
+            print(json.dumps(result))
 
 
 if __name__ == "__main__":
