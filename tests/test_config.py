@@ -133,3 +133,31 @@ def test_storage_layout_and_dvc_temp_workspaces(tmp_path):
     temp.mkdir(parents=True)
     assert project_root(temp) == tmp_path / "repo"
     assert mlflow_store_dir("/abs/cache") == Path("/abs/cache/mlflow")
+
+
+def _stage_param_keys(stage: dict) -> list[tuple[str, str]]:
+    keys = []
+    for item in stage.get("params") or []:
+        if isinstance(item, str):
+            keys.append(("params.yaml", item))
+        else:
+            keys += [(file, key) for file, listed in item.items() for key in listed]
+    return keys
+
+
+DVC_FILES = [REPO / "dvc.yaml", *sorted((REPO / "pipelines").glob("*/dvc.yaml"))]
+
+
+@pytest.mark.parametrize("dvc_file", DVC_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_per_key_param_of_a_stage_exists(dvc_file):
+    """DVC refuses to run a stage whose listed param is missing from the params file."""
+    missing = []
+    for name, stage in yaml.safe_load(dvc_file.read_text())["stages"].items():
+        for file, key in _stage_param_keys(stage):
+            node = yaml.safe_load((dvc_file.parent / file).read_text())
+            for part in key.split("."):
+                if not isinstance(node, dict) or part not in node:
+                    missing.append(f"{name}: {file}:{key}")
+                    break
+                node = node[part]
+    assert missing == []
