@@ -17,7 +17,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hackable_rl.tracking import Tracker
-from hackable_rl.training.checkpoints import save_permanent
+from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.records import GenerationRecorder, step_file
 from hackable_rl.training.step_metrics import step_metrics
 
@@ -81,6 +81,24 @@ class RunCallback(TrainerCallback):
         self.flush_to_tracker()
         if self.summary:
             self.run.tracker.log_metrics(self.summary, step=state.global_step)
+
+    def catch_up(self, events: list[dict[str, Any]], step: int) -> None:
+        """On resume from checkpoint `step`: queue what MLflow never received for steps up to it
+        (a kill between writing a checkpoint and flushing it to MLflow); `events` is the run's event log."""
+        sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
+        sent_tables = {e["artifact_file"] for e in events if e["event"] == "table"}
+        sent_versions = {e["artifact_path"] for e in events if e["event"] == "register"}
+        generations = self.run.recorder.generations_dir
+        for row in self.run.recorder.metrics_rows():
+            if row["step"] > step or row["step"] in sent_steps:
+                continue
+            self._pending_metrics.append((row["step"], {k: v for k, v in row.items() if k != "step"}))
+            table = f"generations/step-{row['step']:05d}.json"
+            if step_file(generations, row["step"]).exists() and table not in sent_tables:
+                self._pending_tables.append(row["step"])
+        for folder in sorted(permanent_root(self.run.run_dir).glob("step-*")):
+            if f"checkpoints/permanent/{folder.name}" not in sent_versions:
+                self._pending_permanent.append((int(folder.name.split("-")[1]), folder))
 
     def flush_to_tracker(self) -> None:
         """Sends buffered step metrics, generation tables and permanent checkpoints to MLflow."""

@@ -30,7 +30,7 @@ from hackable_rl.training.checkpoints import (
     permanent_root,
     resume_dir,
 )
-from hackable_rl.training.records import GenerationRecorder, step_file, write_json
+from hackable_rl.training.records import GenerationRecorder, write_json
 from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 
@@ -167,24 +167,6 @@ def _run_tags(config: ExperimentConfig, digest: str) -> dict[str, Any]:
     }
 
 
-def _catch_up(callback: RunCallback, run_dir: Path, step: int) -> None:
-    """After a kill between a checkpoint and its MLflow flush: queue what MLflow never received."""
-    events_path = run_dir / EVENT_LOG_NAME
-    events = read_jsonl(events_path) if events_path.exists() else []
-    sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
-    sent_tables = {e["artifact_file"] for e in events if e["event"] == "table"}
-    sent_versions = {e["artifact_path"] for e in events if e["event"] == "register"}
-    for row in callback.run.recorder.metrics_rows():
-        if row["step"] <= step and row["step"] not in sent_steps:
-            callback._pending_metrics.append((row["step"], {k: v for k, v in row.items() if k != "step"}))
-            if step_file(callback.run.recorder.generations_dir, row["step"]).exists():
-                if f"generations/step-{row['step']:05d}.json" not in sent_tables:
-                    callback._pending_tables.append(row["step"])
-    for folder in sorted(permanent_root(run_dir).glob("step-*")):
-        if f"checkpoints/permanent/{folder.name}" not in sent_versions:
-            callback._pending_permanent.append((int(folder.name.split("-")[1]), folder))
-
-
 # --------------------------------------------------------------------------- the run
 
 
@@ -260,7 +242,8 @@ def run_training(
     )
     callback = RunCallback(context)
     if resume_step is not None:
-        _catch_up(callback, run_dir, resume_step)
+        events_path = run_dir / EVENT_LOG_NAME
+        callback.catch_up(read_jsonl(events_path) if events_path.exists() else [], resume_step)
     reward = ObjectiveReward(
         pipeline,
         recorder,
