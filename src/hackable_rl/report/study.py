@@ -168,7 +168,9 @@ def best_per_rate(stats: pd.DataFrame) -> list[str]:
     for rate in sorted(stats["rate"].unique()):
         rows = stats[stats["rate"] == rate].sort_values("mean", ascending=False)
         ranking = ", ".join(f"{r['method']} {fmt(r['mean'])}" for _, r in rows.iterrows())
-        lines.append(f"- rate {rate:g}: highest mean correctness **{rows.iloc[0]['method']}** ({ranking}).")
+        top = rows[rows["mean"] == rows.iloc[0]["mean"]]["method"].tolist()
+        leader = f"**{top[0]}**" if len(top) == 1 else f"a tie between {', '.join(top)}"
+        lines.append(f"- rate {rate:g}: highest mean correctness {leader} ({ranking}).")
     return lines
 
 
