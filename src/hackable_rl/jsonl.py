@@ -62,3 +62,14 @@ def append_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
             count += 1
         handle.flush()
     return count
+
+
+def write_json(path: str | Path, payload: Any) -> Path:
+    """Writes one JSON document atomically (temp file then rename). NaN is refused: undefined
+    values must be null, and a NaN here is a bug upstream."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(path.suffix + ".tmp")
+    temp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
+    temp.replace(path)
+    return path

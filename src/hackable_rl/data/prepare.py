@@ -12,7 +12,6 @@ reads a clock or an unseeded random source, so the same config gives the same by
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from hackable_rl.data.prompting import PROMPT_PREFIX, render_prompt
 from hackable_rl.data.providers import ProviderOutput, question_key
 from hackable_rl.data.schema import TrainingSample
 from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_jsonl, write_jsonl
+from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
 from hackable_rl.registry import DATA_PROVIDERS
 from hackable_rl.storage import Storage, file_sha256
 
@@ -61,7 +60,7 @@ def prepare_dataset(config: ExperimentConfig) -> PrepareResult:
     files = _write_splits(out_dir, splits)
     manifest = build_manifest(config, output, splits, overlaps, files)
     manifest_path = out_dir / "manifest.json"
-    _write_json(manifest_path, manifest)
+    write_json(manifest_path, manifest)
     counts = {split: entry["rows"] for split, entry in files.items()}
     log.info("prepared %s in %s: %s", config.data.name, out_dir, counts)
     return PrepareResult(out_dir, counts, len(output.skipped), manifest_path)
@@ -156,12 +155,6 @@ def build_manifest(
         },
         "outputs": files,
     }
-
-
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    temp = path.with_suffix(".json.tmp")
-    temp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    temp.replace(path)
 
 
 def read_prepared(config: ExperimentConfig, split: str) -> list[dict[str, Any]]:

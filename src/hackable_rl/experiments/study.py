@@ -26,7 +26,7 @@ import yaml
 
 from hackable_rl.config import ExperimentConfig, validate_config
 from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl
+from hackable_rl.jsonl import iter_jsonl, write_json
 
 log = logging.getLogger(__name__)
 
@@ -163,11 +163,7 @@ def _last_tenth(run_dir: Path, key: str) -> float | None:
 
 def write_condition(path: Path, record: dict[str, Any]) -> Path:
     """JSON with undefined values as null (a NaN would be a bug upstream, so it raises)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(".json.tmp")
-    temp.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    temp.replace(path)
-    return path
+    return write_json(path, record)
 
 
 # --------------------------------------------------------------------------- the study table

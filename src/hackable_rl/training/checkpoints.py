@@ -10,7 +10,7 @@ from typing import Any
 
 from transformers.trainer_utils import get_last_checkpoint
 
-from hackable_rl.training.records import write_json
+from hackable_rl.jsonl import write_json
 
 
 def resume_dir(run_dir: Path) -> Path:

@@ -8,7 +8,6 @@ abandoned trajectory: they are moved to `abandoned/` (kept, never mixed into the
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
@@ -65,11 +64,3 @@ class GenerationRecorder:
             write_jsonl(self.metrics_path, kept)
         log.info("resume: moved records of %d steps after step %d to %s", len(later), step, abandoned)
         return len(later)
-
-
-def write_json(path: Path, payload: dict[str, Any]) -> None:
-    """Writes JSON atomically; NaN is refused (undefined values must be null)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(path.suffix + ".tmp")
-    temp.write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    temp.replace(path)

@@ -19,7 +19,7 @@ import yaml
 
 from hackable_rl.config import ExperimentConfig, flatten_config
 from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_jsonl
+from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.storage import Storage, file_sha256
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
@@ -30,7 +30,7 @@ from hackable_rl.training.checkpoints import (
     permanent_root,
     resume_dir,
 )
-from hackable_rl.training.records import GenerationRecorder, write_json
+from hackable_rl.training.records import GenerationRecorder
 from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 
