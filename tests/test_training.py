@@ -14,8 +14,9 @@ from pathlib import Path
 from mlflow import MlflowClient
 
 from hackable_rl.config import load_config
-from hackable_rl.jsonl import read_jsonl
+from hackable_rl.jsonl import append_jsonl, read_jsonl
 from hackable_rl.tracking.store import tracking_uri
+from hackable_rl.training.checkpoints import last_resumable
 from hackable_rl.training.run import run_training
 
 RECORD_FIELDS = {
@@ -139,3 +140,26 @@ def test_unreachable_tracking_loses_nothing_and_syncs_later(project, monkeypatch
     assert sorted(point.step for point in history) == [1, 2]
     assert json.loads((result.run_dir / "run.json").read_text())["mlflow_run_id"] == outcome["run_id"]
     assert sync_run(config, result.run_dir)["replayed"] == 0  # nothing is sent twice
+
+
+def test_resume_skips_a_checkpoint_killed_while_saving(tmp_path):
+    resume = tmp_path / "checkpoints" / "resume"
+    for step in (2, 4):
+        (resume / f"checkpoint-{step}").mkdir(parents=True)
+        (resume / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
+    (resume / "checkpoint-2" / "trainer_state.json").write_text("{}")  # checkpoint-4 was cut short
+
+    checkpoint, step = last_resumable(tmp_path)
+
+    assert (checkpoint, step) == (resume / "checkpoint-2", 2)
+    assert not (resume / "checkpoint-4").exists()
+    assert (tmp_path / "abandoned" / "resume" / "checkpoint-4" / "model.safetensors").exists()
+
+
+def test_a_line_cut_by_a_kill_is_dropped_before_the_next_append(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"step": 1}\n{"step": 2, "loss": 0.')  # killed mid-write
+
+    assert read_jsonl(log, torn_tail_ok=True) == [{"step": 1}]
+    append_jsonl(log, [{"step": 2}])
+    assert read_jsonl(log) == [{"step": 1}, {"step": 2}]

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hackable_rl.errors import UserError
 
+log = logging.getLogger(__name__)
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yields (line number, row) for each non-blank line; a malformed line is a UserError."""
+
+def iter_jsonl(path: str | Path, torn_tail_ok: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yields (line number, row) for each non-blank line; a malformed line is a UserError.
+
+    `torn_tail_ok` is for append-only logs that a `kill -9` may have cut mid-line: a malformed *last*
+    line without its newline is skipped with a warning instead (it was never completely written).
+    """
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file")
@@ -22,14 +29,17 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
+                if torn_tail_ok and not line.endswith("\n"):
+                    log.warning("%s:%d: dropped a line cut short by an interrupted write", path, number)
+                    return
                 raise UserError(f"{path}:{number}: not valid JSON ({error.msg} at column {error.colno})") from None
             if not isinstance(row, dict):
                 raise UserError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
             yield number, row
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    return [row for _, row in iter_jsonl(path)]
+def read_jsonl(path: str | Path, torn_tail_ok: bool = False) -> list[dict[str, Any]]:
+    return [row for _, row in iter_jsonl(path, torn_tail_ok)]
 
 
 def dumps_row(row: dict[str, Any]) -> str:
@@ -55,6 +65,7 @@ def append_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Appends rows and flushes to disk (generation records survive a kill -9)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _drop_torn_tail(path)
     count = 0
     with path.open("a", encoding="utf-8") as handle:
         for row in rows:
@@ -62,6 +73,22 @@ def append_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
             count += 1
         handle.flush()
     return count
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cuts a last line left without its newline by a killed writer, so that the next append does not
+    glue a new row onto half an old one."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as handle:
+        handle.seek(-1, 2)
+        if handle.read(1) == b"\n":
+            return
+        handle.seek(0)
+        content = handle.read()
+        keep = content.rfind(b"\n") + 1
+        handle.truncate(keep)
+    log.warning("%s: dropped %d bytes of a line cut short by an interrupted write", path, len(content) - keep)
 
 
 def write_json(path: str | Path, payload: Any) -> Path:

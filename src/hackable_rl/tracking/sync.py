@@ -46,7 +46,7 @@ def sync_run(config: Any, run_dir: Path) -> dict[str, Any]:
     if not events_path.exists() or not run_json.exists():
         raise UserError(f"{run_dir}: not a run folder (expected {EVENT_LOG_NAME} and run.json inside)")
     info = json.loads(run_json.read_text())
-    events = read_jsonl(events_path)
+    events = read_jsonl(events_path, torn_tail_ok=True)
     pending = [event for event in events if not event["delivered"]]
     if not pending:
         return {"run_id": info.get("mlflow_run_id"), "replayed": 0, "pending": 0}

@@ -3,14 +3,18 @@ tokenizer, checkpoint.json). Resumable ones are TRL's own `checkpoints/resume/ch
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from hackable_rl.jsonl import write_json
+
+log = logging.getLogger(__name__)
 
 
 def resume_dir(run_dir: Path) -> Path:
@@ -22,14 +26,35 @@ def permanent_root(run_dir: Path) -> Path:
 
 
 def last_resumable(run_dir: Path) -> tuple[Path, int] | None:
-    """The newest resumable checkpoint and its step, or None."""
+    """The newest *complete* resumable checkpoint and its step, or None.
+
+    A kill during a save leaves a folder without `trainer_state.json` (the Trainer writes it last);
+    such a folder is moved to `abandoned/resume/` so that the run resumes from the previous one.
+    """
     folder = resume_dir(run_dir)
     if not folder.exists():
         return None
-    last = get_last_checkpoint(str(folder))
-    if last is None:
+    complete = []
+    for candidate in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+        if not candidate.is_dir() or not candidate.name.split("-")[-1].isdigit():
+            continue
+        if (candidate / TRAINER_STATE_NAME).is_file():
+            complete.append((int(candidate.name.split("-")[-1]), candidate))
+        else:
+            _set_aside_incomplete(run_dir, candidate)
+    if not complete:
         return None
-    return Path(last), int(Path(last).name.split("-")[-1])
+    step, last = max(complete)
+    return last, step
+
+
+def _set_aside_incomplete(run_dir: Path, checkpoint: Path) -> None:
+    destination = run_dir / "abandoned" / "resume" / checkpoint.name
+    if destination.exists():
+        shutil.rmtree(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(checkpoint), destination)
+    log.warning("%s has no %s (killed while saving?); moved to %s", checkpoint, TRAINER_STATE_NAME, destination)
 
 
 def save_permanent(

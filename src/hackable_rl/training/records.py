@@ -46,7 +46,7 @@ class GenerationRecorder:
         append_jsonl(self.metrics_path, [{"step": step, **metrics}])
 
     def metrics_rows(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.metrics_path) if self.metrics_path.exists() else []
+        return read_jsonl(self.metrics_path, torn_tail_ok=True) if self.metrics_path.exists() else []
 
     def rewind_to(self, step: int) -> int:
         """Moves records and metrics of steps after `step` to `abandoned/<time>/`; returns how many steps moved."""

@@ -243,7 +243,7 @@ def run_training(
     callback = RunCallback(context)
     if resume_step is not None:
         events_path = run_dir / EVENT_LOG_NAME
-        callback.catch_up(read_jsonl(events_path) if events_path.exists() else [], resume_step)
+        callback.catch_up(read_jsonl(events_path, torn_tail_ok=True) if events_path.exists() else [], resume_step)
     reward = ObjectiveReward(
         pipeline,
         recorder,
