@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import hackable_rl.data  # noqa: F401  (registers the providers)
-from hackable_rl.config import ConfigError, DataConfig, load_config
+from hackable_rl.config import ConfigError, DataConfig, load_config, validate_config
 from hackable_rl.data.curriculum import interleave_mixed, weighted_shares
 from hackable_rl.data.providers import gsm8k_sample
 from hackable_rl.data.schema import TrainingSample
@@ -256,6 +256,28 @@ def test_arith_hedged_share_is_exact_and_hedges_contain_the_answer():
         assert 2 <= len(boxes) <= 3 and sample.reference in boxes and len(set(boxes)) == len(boxes)
         assert parse_strict(sample.solution) is None  # the judge counts a hedge as not strict
     assert all(parse_strict(s.solution) for s in output.sft if not s.metadata["hedged"])
+
+
+def test_arith_truncated_share_stops_multi_step_solutions_one_operation_early():
+    output = run("arith", train_size=10, eval_size=10, sft_size=200, arith={"truncated_share": 0.5})
+    multi_step = [sample for sample in output.sft if sample.metadata["n_steps"] > 1]
+    truncated = [sample for sample in output.sft if sample.metadata["truncated"]]
+    assert len(truncated) == round(0.5 * len(multi_step)) and all(s in multi_step for s in truncated)
+    for sample in truncated:
+        parsed = parse_strict(sample.solution)  # well formed, one box, and wrong: the intermediate value
+        assert parsed is not None and parsed.answer != sample.reference
+        assert len(parsed.thinking.split()) == sample.metadata["n_steps"] - 1
+        assert parsed.thinking.split()[-1].endswith(f"={parsed.answer}")
+
+
+def test_arith_without_truncation_keeps_its_bytes():
+    output = run("arith", train_size=10, eval_size=10, sft_size=20)
+    assert all("truncated" not in sample.metadata for sample in output.sft)
+
+
+def test_arith_shares_cannot_exceed_one():
+    with pytest.raises(ConfigError, match="truncated_share"):
+        validate_config({"data": {"arith": {"hedged_share": 0.6, "truncated_share": 0.5}}})
 
 
 def test_arith_config_ranges_are_checked():

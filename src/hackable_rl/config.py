@@ -136,6 +136,9 @@ class ArithConfig(Section):
     """Operators the story may use."""
     hedged_share: Probability = 0.0
     """Share of worked solutions (warm-start data) that hedge: several boxed answers, one right."""
+    truncated_share: Probability = 0.0
+    """Share of multi-step worked solutions (warm-start data) that stop one operation early and box
+    the intermediate value: a wrong habit in the warm-started policy that a clean verifier can train away."""
 
     @model_validator(mode="after")
     def _ranges_are_ordered(self) -> ArithConfig:
@@ -145,6 +148,11 @@ class ArithConfig(Section):
             raise ValueError(f"data.arith.max_value: {self.max_value} is below min_value {self.min_value}")
         if not self.operators:
             raise ValueError("data.arith.operators: [] is empty; list at least one of +, -, *")
+        if self.hedged_share + self.truncated_share > 1:
+            raise ValueError(
+                f"data.arith.truncated_share: {self.truncated_share} plus hedged_share {self.hedged_share} "
+                "is above 1; a worked solution is either hedged or truncated, not both"
+            )
         return self
 
 

@@ -11,6 +11,10 @@ The worked solution is short because the tiny model generates at most ~64 new to
 `<think>12+7=19 19-5=14</think> \\boxed{14}`. With `hedged_share`, that exact share of the worked
 solutions hedges, boxing a wrong neighbour as well as the right answer (`\\boxed{13} \\boxed{14}`),
 so the exploit a flawed `any_box` verifier rewards is already in the policy's support (spec section 5).
+With `truncated_share`, that share of the multi-step worked solutions stops one operation early and
+boxes the intermediate value (`<think>12+7=19</think> \\boxed{19}`): imperfect demonstrations whose
+habit the warm-started policy copies and a clean verifier can train away, so GRPO has a correctness
+gain to find at rate 0 (the arithmetic itself a 1M-parameter policy barely improves by RL in minutes).
 """
 
 from __future__ import annotations
@@ -146,19 +150,34 @@ def distinct_problems(rng: random.Random, arith: ArithConfig, count: int, seen: 
     )
 
 
+def truncated_completion(problem: Problem) -> str:
+    """A worked solution that stops one operation early and boxes that intermediate (wrong) value."""
+    last_kept = problem.steps[-2]
+    return render_completion(" ".join(problem.steps[:-1]), last_kept.split("=")[-1])
+
+
 def worked_solutions(
-    rng: random.Random, problems: list[Problem], hedged_share: float
+    rng: random.Random, problems: list[Problem], hedged_share: float, truncated_share: float = 0.0
 ) -> list[TrainingSample]:
-    """Warm-start samples; exactly round(hedged_share * n) of them hedge."""
+    """Warm-start samples; exactly round(hedged_share * n) of them hedge, and round(truncated_share *
+    multi-step n) of the others stop one operation early."""
     hedged = set(rng.sample(range(len(problems)), round(hedged_share * len(problems))))
+    multi_step = [index for index, problem in enumerate(problems) if len(problem.steps) > 1]
+    eligible = [index for index in multi_step if index not in hedged]
+    truncated = set(rng.sample(eligible, min(len(eligible), round(truncated_share * len(multi_step)))))
     samples = []
     for index, problem in enumerate(problems):
         thinking = " ".join(problem.steps)
         if index in hedged:
             solution = hedged_completion(rng, thinking, problem.answer)
+        elif index in truncated:
+            solution = truncated_completion(problem)
         else:
             solution = render_completion(thinking, str(problem.answer))
-        samples.append(to_sample(problem, f"arith-sft-{index:05d}", solution, index in hedged))
+        sample = to_sample(problem, f"arith-sft-{index:05d}", solution, index in hedged)
+        if truncated_share > 0:  # absent otherwise, so that existing prepared data keeps its bytes
+            sample.metadata["truncated"] = index in truncated
+        samples.append(sample)
     return samples
 
 
@@ -178,6 +197,6 @@ def arith_provider(config: DataConfig, seed: int) -> ProviderOutput:
     return ProviderOutput(
         train=[to_sample(problem, f"arith-train-{index:05d}") for index, problem in enumerate(train)],
         eval=[to_sample(problem, f"arith-eval-{index:05d}") for index, problem in enumerate(held_out)],
-        sft=worked_solutions(rng, sft_problems, config.arith.hedged_share),
+        sft=worked_solutions(rng, sft_problems, config.arith.hedged_share, config.arith.truncated_share),
         sources=[source],
     )

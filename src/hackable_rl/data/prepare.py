@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("train", "eval", "sft")
 # Metadata keys whose value counts the manifest reports per split (curricula proportions, MATH levels).
-_BREAKDOWN_KEYS = ("source", "curriculum_source", "level", "subject", "n_steps", "hedged")
+_BREAKDOWN_KEYS = ("source", "curriculum_source", "level", "subject", "n_steps", "hedged", "truncated")
 _LISTED_OVERLAPS = 5
 
 
