@@ -133,6 +133,9 @@ def test_storage_layout_and_dvc_temp_workspaces(tmp_path):
     temp.mkdir(parents=True)
     assert project_root(temp) == tmp_path / "repo"
     assert mlflow_store_dir("/abs/cache") == Path("/abs/cache/mlflow")
+    clean = Storage.from_config("cache", cwd=tmp_path, runs_dir="artifacts/clean-runs")
+    assert clean.run_dir("r") == tmp_path / "cache/artifacts/clean-runs/r"
+    assert Storage.from_config("cache", cwd=tmp_path, runs_dir="/elsewhere").run_dir("r") == Path("/elsewhere/r")
 
 
 def _stage_param_keys(stage: dict) -> list[tuple[str, str]]:

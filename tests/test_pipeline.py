@@ -50,7 +50,12 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     assert (run_dir / "generations/step-00002.jsonl").exists()
     assert (run_dir / "checkpoints/permanent/step-1/model.safetensors").exists()
     assert (repo / "cache/artifacts/eval/main/generations.jsonl").exists()
-    for name in ("warmstart.json", "train.json", "eval.json", "base/eval.json", "train_curve.csv"):
+    clean_dir = repo / "cache/artifacts/clean-runs/baseline-flip-r0-s0"  # the clean reference
+    assert (clean_dir / "generations/step-00002.jsonl").exists()
+    assert all(record["member.m0.reward"] == record["member.m0.clean_reward"]
+               for record in map(json.loads, (clean_dir / "generations/step-00002.jsonl").open()))
+    for name in ("warmstart.json", "train.json", "eval.json", "base/eval.json", "train_curve.csv",
+                 "clean/train.json", "clean/eval.json", "clean/train_curve.csv"):
         assert (repo / "metrics" / name).exists(), name
     assert (repo / "reports/report.md").exists()
     assert json.loads((repo / "metrics/eval.json").read_text())["n_prompts"] == 4
@@ -58,14 +63,17 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     client = MlflowClient(f"sqlite:///{repo / 'cache/mlflow/mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("tests").experiment_id])
     kinds = sorted(run.data.tags["hackable_rl.kind"] for run in runs)
-    assert kinds == ["eval", "train", "warmstart"]
-    trained = next(run for run in runs if run.data.tags["hackable_rl.kind"] == "train")
+    assert kinds == ["eval", "train", "train", "warmstart"]
+    trained = next(run for run in runs if run.data.tags["hackable_rl.kind"] == "train"
+                   and run.data.tags["corruption.rate"] == "0.2")
     assert "eval/pass_at_1" in trained.data.metrics
     assert client.search_model_versions("name='tests-policy'")
 
     _run(["git", "add", "-A"], repo)
     _run(["git", "commit", "-qm", "baseline"], repo)
-    _run(["dvc", "exp", "run", "-S", "corruption.rate=0.4"], repo)
+    output = _run(["dvc", "exp", "run", "-S", "corruption.rate=0.4"], repo)
+    for unchanged in ("prepare", "warmstart", "train_clean", "evaluate_clean"):
+        assert f"Stage '{unchanged}' didn't change, skipping" in output, unchanged
     rerun = json.loads((repo / "cache/artifacts/runs/baseline-flip-r0.4-s0/run.json").read_text())
     assert rerun["corruption_rate"] == 0.4
     assert yaml.safe_load((repo / "params.yaml").read_text())["corruption"]["rate"] == 0.4
@@ -73,4 +81,4 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     assert "0.4" in json.dumps(shown)
     rates = {run.data.tags.get("corruption.rate") for run in client.search_runs(
         [client.get_experiment_by_name("tests").experiment_id], "tags.`hackable_rl.kind` = 'train'")}
-    assert rates == {"0.2", "0.4"}
+    assert rates == {"0.0", "0.2", "0.4"}

@@ -144,14 +144,19 @@ def test_single_report_from_metrics_folder(tmp_path: Path) -> None:
     (metrics / "base" / "eval.json").write_text(json.dumps({"pass_at_1": 0.52, "hacking_gap": 0.1, "pass_at_4": 0.8}))
     (metrics / "eval.json").write_text(json.dumps({"pass_at_1": 0.48, "hacking_gap": 0.2, "pass_at_4": 0.7}))
     (metrics / "train_curve.csv").write_text("step,judge_correctness,hacking_gap\n1,0.5,0.1\n2,0.6,\n")
+    (metrics / "clean").mkdir()
+    (metrics / "clean" / "eval.json").write_text(json.dumps({"pass_at_1": 0.56, "hacking_gap": 0.0}))
+    (metrics / "clean" / "train_curve.csv").write_text("step,judge_correctness,hacking_gap\n1,0.5,0\n2,0.7,0\n")
     out = tmp_path / "reports"
     report = build_single_report(SingleInputs.under(metrics), out, "root run")
     text = report.read_text()
     assert "- warm start (greedy): 0.550" in text
-    assert "**GRPO did not raise held-out pass@1**: 0.520 before, 0.480 after (-0.040), one seed." in text
-    assert "| pass_at_4 | 0.800 | 0.700 |" in text
-    assert f"Missing inputs (their numbers are n/a): {metrics / 'train.json'}" in text
-    for name in ("headline.png", "train_curve.png"):
+    assert "- **GRPO with the configured verifier did not raise held-out pass@1**: 0.520 before, 0.480 after (-0.040), one seed." in text
+    assert "- GRPO with a clean verifier raised held-out pass@1 from 0.520 to 0.560 (+0.040), one seed." in text
+    assert "| metric | base | clean-trained | trained |" in text
+    assert "| pass_at_4 | 0.800 | n/a | 0.700 |" in text
+    assert f"Missing inputs (their numbers are n/a): {metrics / 'train.json'}, {metrics / 'clean' / 'train.json'}" in text
+    for name in ("headline.png", "train_curve.png", "clean_train_curve.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
 
 

@@ -105,6 +105,10 @@ class Section(BaseModel):
 class StorageConfig(Section):
     cache_dir: str = "cache"
     """Runtime root. Relative runtime paths (datasets, models, runs, eval, logs) resolve under it."""
+    runs_dir: str = "artifacts/runs"
+    """Folder of training run folders (`<runs_dir>/<run name>/`), under cache_dir when relative. A
+    second pipeline stage that trains (the root's clean reference) sets its own, so that each stage
+    owns its DVC output."""
 
 
 class TrackingConfig(Section):

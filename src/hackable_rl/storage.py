@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # DVC runs queued and --temp experiments in a copy of the repository under this folder; the
 # embedded MLflow store must stay in the real repository so every experiment lands in one store.
@@ -37,18 +38,27 @@ class Storage:
     """Paths of the runtime layout, all absolute."""
 
     cache_dir: Path
+    runs_dir: Path | None = None
+    """Where run folders go; None: `<cache>/artifacts/runs`."""
 
     @classmethod
-    def from_config(cls, cache_dir: str | Path, cwd: Path | None = None) -> Storage:
+    def from_config(
+        cls, cache_dir: str | Path, cwd: Path | None = None, runs_dir: str | Path | None = None
+    ) -> Storage:
         path = Path(cache_dir).expanduser()
         if not path.is_absolute():
             path = (cwd or Path.cwd()) / path
-        return cls(path.resolve())
+        path = path.resolve()
+        return cls(path, None if runs_dir is None else _under(path, runs_dir))
+
+    @classmethod
+    def of(cls, storage_config: Any) -> Storage:
+        """The layout a config's `storage` section describes."""
+        return cls.from_config(storage_config.cache_dir, runs_dir=storage_config.runs_dir)
 
     def resolve(self, path: str | Path) -> Path:
         """A runtime path: absolute as given, relative ones under the cache root."""
-        path = Path(path).expanduser()
-        return path if path.is_absolute() else self.cache_dir / path
+        return _under(self.cache_dir, path)
 
     @property
     def datasets(self) -> Path:
@@ -60,7 +70,7 @@ class Storage:
 
     @property
     def runs(self) -> Path:
-        return self.cache_dir / "artifacts" / "runs"
+        return self.runs_dir or self.cache_dir / "artifacts" / "runs"
 
     @property
     def sweeps(self) -> Path:
@@ -88,6 +98,11 @@ class Storage:
 
     def eval_dir(self, run_name: str) -> Path:
         return self.eval / run_name
+
+
+def _under(root: Path, path: str | Path) -> Path:
+    path = Path(path).expanduser()
+    return path if path.is_absolute() else root / path
 
 
 def mlflow_store_dir(cache_dir: str | Path) -> Path:

@@ -232,7 +232,7 @@ def configured_run_id(current: ExperimentConfig) -> str:
     """The MLflow run id of the training run this config names (its run.json), for DVC stages."""
     import json
 
-    run_json = Storage.from_config(current.storage.cache_dir).run_dir(current.run_name) / "run.json"
+    run_json = Storage.of(current.storage).run_dir(current.run_name) / "run.json"
     if not run_json.exists():
         raise UserError(f"{run_json}: no training run named {current.run_name!r}; run `hackable-rl train` first")
     info = json.loads(run_json.read_text())

@@ -135,7 +135,7 @@ def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
     from hackable_rl.training.run import run_training
 
     trained = run_training(cfg, resume="never", overwrite=True)
-    checkpoint = Storage.from_config(cfg.storage.cache_dir).permanent_checkpoint(cfg.run_name, trained.final_step)
+    checkpoint = Storage.of(cfg.storage).permanent_checkpoint(cfg.run_name, trained.final_step)
     if not checkpoint.is_dir():
         raise UserError(f"{checkpoint}: the run finished without its final permanent checkpoint")
     result = evaluate(EvalTarget(cfg, cfg.run_name, trained.run_id, trained.final_step, checkpoint))

@@ -112,14 +112,15 @@ def training_curve(curve: pd.DataFrame, path: Path) -> Path:
 
 def headline_bars(values: dict[str, float | None], path: Path) -> Path:
     """Bars for the headline accuracies; an unavailable value is labelled n/a instead of drawn as 0."""
-    figure, axes = plt.subplots(figsize=(6, 4))
+    figure, axes = plt.subplots(figsize=(7, 4))
     names = list(values)
     heights = [values[name] if values[name] is not None else 0.0 for name in names]
-    bars = axes.bar(names, heights, color=["#999999", "#4c72b0", "#dd8452"][: len(names)])
+    bars = axes.bar(names, heights, color=["#999999", "#4c72b0", "#55a868", "#dd8452"][: len(names)])
     for bar, name in zip(bars, names, strict=True):
         label = "n/a" if values[name] is None else f"{values[name]:.3f}"
         axes.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom")
     axes.set_ylim(0, 1.05)
     axes.set_ylabel("held-out correctness")
-    axes.set_title("warm start vs base eval vs trained eval")
+    axes.set_title("warm start, base, clean-trained and trained")
+    axes.tick_params(axis="x", labelsize=7)
     return _save(figure, path)

@@ -188,7 +188,7 @@ def run_training(
     from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_source
     from hackable_rl.rewards.pipeline import build_reward_pipeline
 
-    storage = Storage.from_config(config.storage.cache_dir)
+    storage = Storage.of(config.storage)
     run_dir = storage.run_dir(config.run_name)
     info, resume_step, checkpoint = _open_run_dir(run_dir, resume, overwrite)
     recorder = GenerationRecorder(run_dir)
