@@ -122,8 +122,7 @@ class RewardPipeline:
         texts = [completion_text(completion) for completion in completions]
         _check_columns(len(texts), prompts=prompts, ids=ids, references=references, metadata=metadata)
         examples = [Example(str(i), r, m or {}) for i, r, m in zip(ids, references, metadata, strict=True)]
-        verdicts = self._member_verdicts(texts, examples)
-        verifier = self._verifier_rewards(verdicts)
+        verdicts, verifier = self.verify(texts, examples)
         optimised = verifier["optimised"]
         fill = self.config.trainer.missing_reward_value
         imputed = [fill if math.isnan(value) else float(value) for value in optimised]
@@ -138,6 +137,14 @@ class RewardPipeline:
         final = [float(value) for value in self.objective.combine(components, completions=texts, **columns)]
         records = self._records(texts, examples, verdicts, verifier, components, final)
         return ScoredBatch(rewards=final, records=records, counts=_counts(records, self.members))
+
+    def verify(
+        self, texts: list[str], examples: list[Example]
+    ) -> tuple[list[tuple[list, list]], dict[str, np.ndarray]]:
+        """The training verifier alone: every member's (clean, corrupted) verdicts, then aggregate,
+        disagreement and shaping. `score` adds the objective's other rewards and the records."""
+        verdicts = self._member_verdicts(texts, examples)
+        return verdicts, self._verifier_rewards(verdicts)
 
     def _member_verdicts(self, texts: list[str], examples: list[Example]) -> list[tuple[list, list]]:
         """Per member: (clean verdicts, verdicts after corruption), one per completion.
