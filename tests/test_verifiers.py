@@ -391,6 +391,19 @@ def test_pipeline_records_every_member_and_measure() -> None:
     assert batch.counts["member.a.corrupted"] == 4.0 and batch.counts["member.b.corrupted"] == 0.0
 
 
+def test_pipeline_verify_is_the_verifier_part_of_score() -> None:
+    members = [{"name": "a"}, {"name": "b"}, {"name": "c", "checker": "any_box", "corrupted": False}]
+    pipeline = build_reward_pipeline(
+        _config(method="robust", verifier={"members": members}, corruption={"channel": "flip", "rate": 0.5})
+    )
+    examples = [Example(i, r, m) for i, r, m in zip(COLUMNS["ids"], COLUMNS["references"], COLUMNS["metadata"])]
+    verdicts, verifier = pipeline.verify(COMPLETIONS, examples)
+    records = pipeline.score(COMPLETIONS, **COLUMNS).records
+    assert len(verdicts) == 3 and all(len(seen) == len(COMPLETIONS) for _, seen in verdicts)
+    for key in ("aggregate", "U", "shaped", "optimised"):
+        assert verifier[key].tolist() == pytest.approx([record[key] for record in records])
+
+
 def test_pipeline_missing_is_imputed_for_optimisation_only() -> None:
     config = _config(corruption={"channel": "missing", "rate": 1.0}, trainer={"missing_reward_value": -0.5})
     batch = build_reward_pipeline(config).score(COMPLETIONS, **COLUMNS)
