@@ -163,3 +163,25 @@ def test_a_line_cut_by_a_kill_is_dropped_before_the_next_append(tmp_path):
     assert read_jsonl(log, torn_tail_ok=True) == [{"step": 1}]
     append_jsonl(log, [{"step": 2}])
     assert read_jsonl(log) == [{"step": 1}, {"step": 2}]
+
+
+def test_generation_tables_past_mlflows_tag_limit_become_plain_artifacts(tmp_path):
+    from hackable_rl.tracking.tracker import Tracker
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("tables", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    table = tmp_path / "step.jsonl"
+    append_jsonl(table, [{"step": 1, "completion": "<think>1+1=2</think> \\boxed{2}", "member": {"a": 1.0}}])
+    tracker = Tracker(client, run_id, tmp_path / "events.jsonl", "sqlite")
+    for step in range(1, 201):  # 200 listed tables would overflow the 8,000-character tag
+        tracker.log_table_file(table, f"generations/step-{step:05d}.json")
+
+    assert tracker.online
+    listed = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
+    assert 100 < len(listed) < 200
+    assert {a.path for a in client.list_artifacts(run_id, "generations")} == {
+        f"generations/step-{step:05d}.json" for step in range(1, 201)
+    }
+    last = json.loads((tmp_path / "artifacts" / run_id / "artifacts" / "generations" / "step-00200.json").read_text())
+    assert last["columns"] == ["step", "completion", "member"] and last["data"][0][0] == 1

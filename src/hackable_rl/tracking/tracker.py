@@ -163,12 +163,27 @@ def _log_batch(client: Any, run_id: str, **items: Any) -> None:
             client.log_batch(run_id, **{key: values[start : start + 100]})
 
 
+# MLflow lists a run's tables in one tag (`mlflow.loggedArtifacts`) whose value it cuts at 8,000
+# characters; a cut list is invalid JSON and makes every later `log_table` raise. That is about 150
+# tables, fewer than the steps of a long run, so past a safe length the table is written as the same
+# JSON artifact without being listed (the Artifacts tab still shows it).
+_LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
+_TAG_BUDGET = 7_500
+
+
 def _log_table(client: Any, run_id: str, jsonl_path: Path, artifact_file: str) -> None:
     import pandas as pd
 
     rows = read_jsonl(jsonl_path)
     frame = pd.DataFrame([{key: _cell(value) for key, value in row.items()} for row in rows])
-    client.log_table(run_id, data=frame, artifact_file=artifact_file)
+    listed = client.get_run(run_id).data.tags.get(_LOGGED_ARTIFACTS_TAG, "[]")
+    entry = json.dumps({"path": artifact_file, "type": "table"})
+    if len(listed) + len(entry) + 2 <= _TAG_BUDGET:
+        client.log_table(run_id, data=frame, artifact_file=artifact_file)
+        return
+    if f'"{artifact_file}"' not in listed:
+        log.info("MLflow's table list for run %s is full; %s is logged as a plain JSON artifact", run_id, artifact_file)
+    client.log_dict(run_id, json.loads(frame.to_json(orient="split", index=False, date_format="iso")), artifact_file)
 
 
 def _cell(value: Any) -> Any:
