@@ -50,7 +50,7 @@ class PrepareResult:
 
 def prepare_dataset(config: ExperimentConfig) -> PrepareResult:
     """Runs `data.provider`, checks disjointness, writes the splits and manifest.json."""
-    out_dir = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name)
+    out_dir = Storage.of(config.storage).dataset_dir(config.data.name)
     provider = DATA_PROVIDERS.get(config.data.provider)
     with Console(stderr=True).status(f"preparing {config.data.name} with provider {config.data.provider}"):
         output = provider(config.data, config.seed)
@@ -161,7 +161,7 @@ def read_prepared(config: ExperimentConfig, split: str) -> list[dict[str, Any]]:
     """Rows of one prepared split (`train`, `eval` or `sft`); a missing one says to run prepare."""
     if split not in SPLITS:
         raise UserError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
-    path = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / f"{split}.jsonl"
+    path = Storage.of(config.storage).dataset_dir(config.data.name) / f"{split}.jsonl"
     if not path.exists():
         why = ""
         if split == "sft":

@@ -69,7 +69,7 @@ def target_from_run(current: ExperimentConfig, run_id: str, step: int | None) ->
     version = find_version(client, config.tracking.registered_model_name, run_id, step)
     with tempfile.TemporaryDirectory() as folder:
         local = download_run_file(client, run_id, artifact_path_of(version.source, run), Path(folder))
-        cached = Storage.from_config(current.storage.cache_dir).eval_dir(run.info.run_name) / "policy" / local.name
+        cached = Storage.of(current.storage).eval_dir(run.info.run_name) / "policy" / local.name
         _copy_tree(local, cached)
     return EvalTarget(config, run.info.run_name, run_id, int(version.tags["step"]), cached)
 
@@ -160,7 +160,7 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path 
     """
     config = target.config
     step_name = f"step-{target.step}" if target.step is not None else "base"
-    out_dir = out_dir or Storage.from_config(config.storage.cache_dir).eval_dir(target.run_name) / step_name
+    out_dir = out_dir or Storage.of(config.storage).eval_dir(target.run_name) / step_name
     records = sample_and_score(target)
     metrics = compute_metrics(records, config.evaluation.k)
     metrics = {"run_name": target.run_name, "step": target.step, **metrics}
@@ -221,7 +221,7 @@ def evaluate_all_steps(current: ExperimentConfig, run_id: str, metrics_out: Path
     for step in registered_steps(client, config.tracking.registered_model_name, run_id):
         result = evaluate(target_from_run(current, run_id, step))
         rows.append(result.metrics)
-    out = Storage.from_config(current.storage.cache_dir).eval_dir(rows[0]["run_name"]) / "learning_curve.csv"
+    out = Storage.of(current.storage).eval_dir(rows[0]["run_name"]) / "learning_curve.csv"
     write_summary_csv(summary_table(rows), out)
     if metrics_out is not None:
         write_metrics_json(metrics_out / "eval.json", rows[-1])

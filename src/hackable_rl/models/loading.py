@@ -109,7 +109,7 @@ def resolve_source(config: ExperimentConfig) -> PolicySource:
 def policy_dir(config: ExperimentConfig) -> Path:
     """`<cache>/models/tiny-<data.name>` for the tiny model; for a pretrained source the folder that
     holds its `reference.json` (`<cache>/models/<source name>`)."""
-    storage = Storage.from_config(config.storage.cache_dir)
+    storage = Storage.of(config.storage)
     source = config.model.source
     if source == TINY:
         return storage.model_dir(f"{TINY}-{config.data.name}")

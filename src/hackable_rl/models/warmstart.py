@@ -86,7 +86,7 @@ def warmstart_config_hash(config: ExperimentConfig) -> str:
 
 
 def _dataset_file(config: ExperimentConfig, name: str) -> Path:
-    path = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / name
+    path = Storage.of(config.storage).dataset_dir(config.data.name) / name
     if not path.exists():
         raise UserError(f"{path}: missing; run `hackable-rl prepare` first (data.name {config.data.name!r})")
     return path
@@ -316,7 +316,7 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
     started = time.perf_counter()
     examples = load_sft_examples(_dataset_file(config, "sft.jsonl"))
     eval_path = _dataset_file(config, "eval.jsonl")
-    train_path = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / "train.jsonl"
+    train_path = Storage.of(config.storage).dataset_dir(config.data.name) / "train.jsonl"
     tokenizer = train_tokenizer(
         _tokenizer_corpus(examples, train_path if train_path.exists() else None), config.model.tiny.vocab_size
     )

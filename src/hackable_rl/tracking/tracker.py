@@ -178,11 +178,10 @@ def _log_table(client: Any, run_id: str, jsonl_path: Path, artifact_file: str) -
     frame = pd.DataFrame([{key: _cell(value) for key, value in row.items()} for row in rows])
     listed = client.get_run(run_id).data.tags.get(_LOGGED_ARTIFACTS_TAG, "[]")
     entry = json.dumps({"path": artifact_file, "type": "table"})
-    if len(listed) + len(entry) + 2 <= _TAG_BUDGET:
+    if entry in listed or len(listed) + len(entry) + 2 <= _TAG_BUDGET:  # a listed table is not listed twice
         client.log_table(run_id, data=frame, artifact_file=artifact_file)
         return
-    if f'"{artifact_file}"' not in listed:
-        log.info("MLflow's table list for run %s is full; %s is logged as a plain JSON artifact", run_id, artifact_file)
+    log.info("MLflow's table list for run %s is full; %s is logged as a plain JSON artifact", run_id, artifact_file)
     client.log_dict(run_id, json.loads(frame.to_json(orient="split", index=False, date_format="iso")), artifact_file)
 
 

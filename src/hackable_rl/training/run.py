@@ -131,7 +131,7 @@ def _policy_reference(source: Any) -> str:
 
 
 def _manifest_hash(config: ExperimentConfig) -> str | None:
-    manifest = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / "manifest.json"
+    manifest = Storage.of(config.storage).dataset_dir(config.data.name) / "manifest.json"
     if not manifest.exists():
         return None
     return file_sha256(manifest)
