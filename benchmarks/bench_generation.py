@@ -32,7 +32,7 @@ log = logging.getLogger("bench_generation")
 
 
 def bench_prompts(config: ExperimentConfig, count: int) -> list[str]:
-    held_out = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / "eval.jsonl"
+    held_out = Storage.from_config(config.storage.cache_dir).dataset_dir(config.data.name) / "test.jsonl"
     if held_out.exists():
         return [row["prompt"] for row in read_jsonl(held_out)][:count]
     return [

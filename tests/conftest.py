@@ -16,7 +16,7 @@ TINY_PARAMS = {
     "seed": 0,
     "storage": {"cache_dir": "cache"},
     "tracking": {"experiment_name": "tests", "registered_model_name": "tests-policy"},
-    "data": {"name": "arith", "provider": "arith", "train_size": 64, "eval_size": 8, "sft_size": 96},
+    "data": {"name": "arith", "provider": "arith", "train_size": 64, "test_size": 8, "validation_size": 8, "sft_size": 96},
     "model": {
         "source": "tiny",
         "tiny": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64, "vocab_size": 300},

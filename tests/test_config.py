@@ -50,7 +50,7 @@ def test_every_field_is_documented():
         ("trainer.max_steps=many", "trainer.max_steps: got 'many' (str); expected a valid integer"),
         ("corruption.channel=gaussian", "corruption.channel: 'gaussian' is not allowed"),
         ("trainer.optimizer=lion", "trainer.optimizer: 'lion' is not a known optimizer"),
-        ("evaluation.k=[1,8]", "evaluation.k: [8] exceed evaluation.n = 4"),
+        ("evaluation.k=[1,16]", "evaluation.k: [16] exceed evaluation.n = 8"),
     ],
 )
 def test_a_mistake_is_one_line_naming_the_path(override, line):

@@ -29,6 +29,7 @@ def data_config(**fields) -> DataConfig:
 
 
 def run(provider: str, seed: int = 0, **fields):
+    fields.setdefault("validation_size", 0)  # the small cases below hold out no validation unless asked
     return DATA_PROVIDERS.get(provider)(data_config(provider=provider, **fields), seed)
 
 
@@ -46,13 +47,13 @@ def test_every_provider_is_registered():
 
 
 def test_gsm8k_counts_and_references():
-    output = run("gsm8k", path=GSM8K_TRAIN, eval_path=GSM8K_TEST, train_size=None, eval_size=None, sft_size=0)
-    assert (len(output.train), len(output.eval), len(output.sft)) == (7473, 1319, 0)
-    assert_references_parse(output.train + output.eval)
+    output = run("gsm8k", path=GSM8K_TRAIN, test_path=GSM8K_TEST, train_size=None, test_size=None, sft_size=0)
+    assert (len(output.train), len(output.test), len(output.sft)) == (7473, 1319, 0)
+    assert_references_parse(output.train + output.test)
     assert {
         sample.reference for sample in output.train if sample.question.startswith("Natalia sold clips")
     } == {"72"}
-    assert all(sample.solution is None for sample in output.train + output.eval)
+    assert all(sample.solution is None for sample in output.train + output.test)
     assert output.sources[0]["sha256"] and output.sources[0]["rows"] == 7473
 
 
@@ -69,18 +70,18 @@ def test_gsm8k_worked_solution_drops_calculator_notes():
 
 
 def test_gsm8k_sft_is_taken_from_train_and_disjoint():
-    output = run("gsm8k", path=GSM8K_TRAIN, eval_path=GSM8K_TEST, train_size=100, eval_size=50, sft_size=30)
-    assert (len(output.train), len(output.eval), len(output.sft)) == (100, 50, 30)
+    output = run("gsm8k", path=GSM8K_TRAIN, test_path=GSM8K_TEST, train_size=100, test_size=50, sft_size=30)
+    assert (len(output.train), len(output.test), len(output.sft)) == (100, 50, 30)
     assert all(parse_strict(sample.solution) for sample in output.sft)
     assert not {s.id for s in output.sft} & {s.id for s in output.train}
 
 
-def test_gsm8k_path_only_holds_out_eval_size_deterministically():
-    first = run("gsm8k", seed=3, path=GSM8K_TEST, train_size=None, eval_size=100, sft_size=0)
-    again = run("gsm8k", seed=3, path=GSM8K_TEST, train_size=None, eval_size=100, sft_size=0)
-    assert (len(first.train), len(first.eval)) == (1219, 100)
-    assert [s.id for s in first.eval] == [s.id for s in again.eval]
-    assert not {s.id for s in first.eval} & {s.id for s in first.train}
+def test_gsm8k_path_only_holds_out_test_size_deterministically():
+    first = run("gsm8k", seed=3, path=GSM8K_TEST, train_size=None, test_size=100, sft_size=0)
+    again = run("gsm8k", seed=3, path=GSM8K_TEST, train_size=None, test_size=100, sft_size=0)
+    assert (len(first.train), len(first.test)) == (1219, 100)
+    assert [s.id for s in first.test] == [s.id for s in again.test]
+    assert not {s.id for s in first.test} & {s.id for s in first.train}
 
 
 def test_gsm8k_missing_file_says_where_to_put_it(tmp_path):
@@ -114,16 +115,16 @@ def test_unreachable_hub_is_a_user_error(monkeypatch):
 
 @pytest.mark.parametrize(("level", "count"), [(1, 43), (2, 90), (3, 105), (4, 128), (5, 134)])
 def test_math500_counts_per_level(level, count):
-    output = run("math", path=MATH500, levels=[level], train_size=None, eval_size=1, sft_size=0)
-    samples = output.train + output.eval
+    output = run("math", path=MATH500, levels=[level], train_size=None, test_size=1, sft_size=0)
+    samples = output.train + output.test
     assert len(samples) == count
     assert {sample.metadata["level"] for sample in samples} == {level}
     assert_references_parse(samples)
 
 
 def test_math_subject_filter_and_reference():
-    output = run("math", path=MATH500, subjects=["precalculus"], train_size=None, eval_size=1)
-    samples = output.train + output.eval
+    output = run("math", path=MATH500, subjects=["precalculus"], train_size=None, test_size=1)
+    samples = output.train + output.test
     assert {sample.metadata["subject"] for sample in samples} == {"Precalculus"}
     polar = [s for s in samples if s.question.startswith("Convert the point $(0,3)$")]
     assert [s.reference for s in polar] == ["\\left( 3, \\frac{\\pi}{2} \\right)"]
@@ -132,7 +133,7 @@ def test_math_subject_filter_and_reference():
 
 def test_math_filter_that_matches_nothing_is_a_user_error():
     with pytest.raises(UserError, match="no MATH problem matches levels"):
-        run("math", path=MATH500, subjects=["Astrology"], eval_size=1)
+        run("math", path=MATH500, subjects=["Astrology"], test_size=1)
 
 
 # --------------------------------------------------------------------------- jsonl and bad rows
@@ -150,8 +151,8 @@ def test_jsonl_field_map(tmp_path):
     ]
     path = write_lines(tmp_path / "mine.jsonl", [json.dumps(row) for row in rows])
     field_map = {"question": "q", "answer": "final", "id": "uid", "difficulty": "difficulty"}
-    output = run("jsonl", path=path, eval_size=1, train_size=None, field_map=field_map)
-    samples = sorted(output.train + output.eval, key=lambda sample: sample.id)
+    output = run("jsonl", path=path, test_size=1, train_size=None, field_map=field_map)
+    samples = sorted(output.train + output.test, key=lambda sample: sample.id)
     assert [(s.id, s.reference, s.metadata["difficulty"]) for s in samples] == [
         ("jsonl-a1", "12", 1),
         ("jsonl-a2", "42", 2),
@@ -183,14 +184,14 @@ def test_bad_rows_name_file_line_and_field(tmp_path, line, words):
     kept = [text if number in (1, line, 5) else "" for number, text in enumerate(lines, start=1)]
     write_lines(Path(path), kept)
     with pytest.raises(UserError) as error:
-        run("gsm8k", path=path, eval_size=1)
+        run("gsm8k", path=path, test_size=1)
     assert f"bad.jsonl:{line}: " in str(error.value) and words in str(error.value)
     assert "data.on_bad_row: skip" in str(error.value)
 
 
 def test_skip_mode_counts_every_bad_row(tmp_path):
-    output = run("gsm8k", path=bad_file(tmp_path), eval_size=1, on_bad_row="skip", sft_size=0)
-    assert len(output.train) + len(output.eval) == 2
+    output = run("gsm8k", path=bad_file(tmp_path), test_size=1, on_bad_row="skip", sft_size=0)
+    assert len(output.train) + len(output.test) == 2
     assert [message.split(": ", 1)[0].rsplit("/", 1)[-1] for message in output.skipped] == [
         "bad.jsonl:2",
         "bad.jsonl:3",
@@ -210,34 +211,34 @@ def replay(sample: TrainingSample) -> list[int]:
 
 
 def test_arith_is_deterministic_and_seed_dependent():
-    first = run("arith", seed=1, train_size=50, eval_size=20, sft_size=20)
-    again = run("arith", seed=1, train_size=50, eval_size=20, sft_size=20)
-    other = run("arith", seed=2, train_size=50, eval_size=20, sft_size=20)
+    first = run("arith", seed=1, train_size=50, test_size=20, sft_size=20)
+    again = run("arith", seed=1, train_size=50, test_size=20, sft_size=20)
+    other = run("arith", seed=2, train_size=50, test_size=20, sft_size=20)
     assert first == again
     assert [s.question for s in first.train] != [s.question for s in other.train]
 
 
 def test_arith_problems_are_consistent_and_non_negative():
     arith = {"min_steps": 2, "max_steps": 5, "operators": ["+", "-", "*"], "max_value": 20}
-    output = run("arith", train_size=300, eval_size=50, sft_size=50, arith=arith)
-    for sample in output.train + output.eval + output.sft:
+    output = run("arith", train_size=300, test_size=50, sft_size=50, arith=arith)
+    for sample in output.train + output.test + output.sft:
         values = replay(sample)
         assert min(values) >= 0 and str(values[-1]) == sample.reference
         assert 2 <= sample.metadata["n_steps"] <= 5 == max(s.metadata["n_steps"] for s in output.train)
     assert {op for s in output.train for op in s.metadata["operators"]} == {"+", "-", "*"}
-    assert_references_parse(output.train + output.eval + output.sft)
+    assert_references_parse(output.train + output.test + output.sft)
 
 
 def test_arith_question_holds_only_its_operands():
     # The fair "no answer in the prompt" check for arith: every number in the question is an
     # operand of the story, so the answer appears only where it coincides with an operand.
-    output = run("arith", train_size=200, eval_size=50, sft_size=0)
-    for sample in output.train + output.eval:
+    output = run("arith", train_size=200, test_size=50, sft_size=0)
+    for sample in output.train + output.test:
         assert [int(n) for n in re.findall(r"\d+", sample.question)] == sample.metadata["operands"]
 
 
 def test_arith_worked_solutions_are_strict_and_short():
-    output = run("arith", train_size=10, eval_size=10, sft_size=100, arith={"max_steps": 3})
+    output = run("arith", train_size=10, test_size=10, sft_size=100, arith={"max_steps": 3})
     solution = output.sft[0].solution
     assert re.fullmatch(r"<think>(\d+[-+*]\d+=\d+ ?){1,3}</think> \\boxed\{\d+\}", solution)
     for sample in output.sft:
@@ -248,7 +249,7 @@ def test_arith_worked_solutions_are_strict_and_short():
 
 
 def test_arith_hedged_share_is_exact_and_hedges_contain_the_answer():
-    output = run("arith", train_size=10, eval_size=10, sft_size=40, arith={"hedged_share": 0.25})
+    output = run("arith", train_size=10, test_size=10, sft_size=40, arith={"hedged_share": 0.25})
     hedged = [sample for sample in output.sft if sample.metadata["hedged"]]
     assert len(hedged) == 10
     for sample in hedged:
@@ -259,7 +260,7 @@ def test_arith_hedged_share_is_exact_and_hedges_contain_the_answer():
 
 
 def test_arith_truncated_share_stops_multi_step_solutions_one_operation_early():
-    output = run("arith", train_size=10, eval_size=10, sft_size=200, arith={"truncated_share": 0.5})
+    output = run("arith", train_size=10, test_size=10, sft_size=200, arith={"truncated_share": 0.5})
     multi_step = [sample for sample in output.sft if sample.metadata["n_steps"] > 1]
     truncated = [sample for sample in output.sft if sample.metadata["truncated"]]
     assert len(truncated) == round(0.5 * len(multi_step)) and all(s in multi_step for s in truncated)
@@ -271,7 +272,7 @@ def test_arith_truncated_share_stops_multi_step_solutions_one_operation_early():
 
 
 def test_arith_without_truncation_keeps_its_bytes():
-    output = run("arith", train_size=10, eval_size=10, sft_size=20)
+    output = run("arith", train_size=10, test_size=10, sft_size=20)
     assert all("truncated" not in sample.metadata for sample in output.sft)
 
 
@@ -316,18 +317,18 @@ def two_arith_sources(schedule: str, switch_every: int = 100) -> dict:
 
 def test_interleave_mixed_proportions():
     output = run(
-        "interleave", train_size=400, eval_size=40, sft_size=0, curriculum=two_arith_sources("mixed")
+        "interleave", train_size=400, test_size=40, sft_size=0, curriculum=two_arith_sources("mixed")
     )
     labels = [sample.metadata["curriculum_source"] for sample in output.train]
     assert Counter(labels) == {"0:arith": 300, "1:arith": 100}
     assert Counter(labels[:40]) == {"0:arith": 30, "1:arith": 10}
-    assert Counter(s.metadata["curriculum_source"] for s in output.eval) == {"0:arith": 30, "1:arith": 10}
+    assert Counter(s.metadata["curriculum_source"] for s in output.test) == {"0:arith": 30, "1:arith": 10}
     assert output.train[0].id.startswith("s0-arith-train-")
 
 
 def test_interleave_step_moves_every_switch_every_samples():
     output = run(
-        "interleave", train_size=400, eval_size=40, sft_size=0, curriculum=two_arith_sources("step", 50)
+        "interleave", train_size=400, test_size=40, sft_size=0, curriculum=two_arith_sources("step", 50)
     )
     labels = [sample.metadata["curriculum_source"][0] for sample in output.train]
     assert labels[:150] == ["0"] * 50 + ["1"] * 50 + ["0"] * 50
@@ -336,7 +337,7 @@ def test_interleave_step_moves_every_switch_every_samples():
 
 def test_interleave_epoch_repeats_each_source_before_the_next():
     output = run(
-        "interleave", train_size=40, eval_size=8, sft_size=0, curriculum=two_arith_sources("epoch", 2)
+        "interleave", train_size=40, test_size=8, sft_size=0, curriculum=two_arith_sources("epoch", 2)
     )
     labels = [sample.metadata["curriculum_source"][0] for sample in output.train]
     assert labels == ["0"] * 60 + ["1"] * 20
@@ -352,7 +353,7 @@ def test_gsm8k_math_curriculum_orders_math_by_level():
             {"provider": "math", "path": MATH500},
         ],
     }
-    output = run("gsm8k_math_curriculum", train_size=200, eval_size=20, sft_size=0, curriculum=curriculum)
+    output = run("gsm8k_math_curriculum", train_size=200, test_size=20, sft_size=0, curriculum=curriculum)
     assert [s.metadata["source"] for s in output.train] == ["gsm8k"] * 100 + ["math"] * 100
     levels = [s.metadata["level"] for s in output.train[100:]]
     assert levels == sorted(levels) and levels[0] == 1
@@ -375,6 +376,6 @@ def test_curriculum_file_source_needs_a_path():
 
 def test_arith_vocabulary_stays_small():
     # The tiny model's ~400-token BPE tokenizer is trained on this corpus: few distinct words.
-    output = run("arith", train_size=2000, eval_size=10, sft_size=0, arith={"operators": ["+", "-", "*"]})
+    output = run("arith", train_size=2000, test_size=10, sft_size=0, arith={"operators": ["+", "-", "*"]})
     words = {word for s in output.train for word in re.findall(r"[A-Za-z]+", s.question)}
     assert 40 <= len(words) <= 80

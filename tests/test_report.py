@@ -137,26 +137,42 @@ def test_no_conditions_is_a_user_error(tmp_path: Path) -> None:
         build_study_report(tmp_path, tmp_path / "out", "t")
 
 
+def _policy(folder: Path, correct: list[int], greedy: list[bool], eval_metrics: dict) -> None:
+    from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [PromptResult(f"p{i}", 4, c, g, None, None) for i, (c, g) in enumerate(zip(correct, greedy, strict=True))]
+    write_prompt_results(folder / "prompts.jsonl", rows)
+    (folder / "eval.json").write_text(json.dumps(eval_metrics))
+
+
 def test_single_report_from_metrics_folder(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics"
-    (metrics / "base").mkdir(parents=True)
+    metrics.mkdir()
     (metrics / "warmstart.json").write_text(json.dumps({"accuracy": 0.55}))
-    (metrics / "base" / "eval.json").write_text(json.dumps({"pass_at_1": 0.52, "hacking_gap": 0.1, "pass_at_4": 0.8}))
-    (metrics / "eval.json").write_text(json.dumps({"pass_at_1": 0.48, "hacking_gap": 0.2, "pass_at_4": 0.7}))
-    (metrics / "train_curve.csv").write_text("step,judge_correctness,hacking_gap\n1,0.5,0.1\n2,0.6,\n")
-    (metrics / "clean").mkdir()
-    (metrics / "clean" / "eval.json").write_text(json.dumps({"pass_at_1": 0.56, "hacking_gap": 0.0}))
-    (metrics / "clean" / "train_curve.csv").write_text("step,judge_correctness,hacking_gap\n1,0.5,0\n2,0.7,0\n")
+    _policy(metrics / "base", [1, 1, 1, 1], [False, True, False, True], {"pass_at_1": 0.25, "pass_at_4": 0.8})
+    for seed in (0, 1):
+        _policy(metrics / "clean" / f"s{seed}", [4, 3, 4, 4], [True] * 4, {"pass_at_1": 0.9375, "pass_at_4": 1.0})
+        (metrics / "clean" / f"s{seed}" / "train_curve.csv").write_text("step,judge_correctness\n1,0.5\n2,0.7\n")
+    _policy(metrics / "trained" / "s0", [2, 2, 2, 2], [True, True, False, False], {"pass_at_1": 0.5})
+    (metrics / "compare.json").write_text(json.dumps({
+        "clean_vs_base": {"metric": "pass_at_1", "diff": 0.6875, "ci_low": 0.6, "ci_high": 0.75,
+                          "n_prompts": 4, "n_samples": 16, "n_seeds": 2},
+        "trained_vs_clean": {"metric": "pass_at_1", "diff": -0.01, "ci_low": -0.05, "ci_high": 0.03,
+                             "n_prompts": 4, "n_samples": 16, "n_seeds": 1},
+    }))
     out = tmp_path / "reports"
-    report = build_single_report(SingleInputs.under(metrics), out, "root run")
+    report = build_single_report(SingleInputs.under(metrics), out, "root run", "flip at rate 0.2")
     text = report.read_text()
-    assert "- warm start (greedy): 0.550" in text
-    assert "- **GRPO with the configured verifier did not raise held-out pass@1**: 0.520 before, 0.480 after (-0.040), one seed." in text
-    assert "- GRPO with a clean verifier raised held-out pass@1 from 0.520 to 0.560 (+0.040), one seed." in text
-    assert "| metric | base | clean-trained | trained |" in text
-    assert "| pass_at_4 | 0.800 | n/a | 0.700 |" in text
-    assert f"Missing inputs (their numbers are n/a): {metrics / 'train.json'}, {metrics / 'clean' / 'train.json'}" in text
-    for name in ("headline.png", "train_curve.png", "clean_train_curve.png"):
+    assert "- warm start, validation greedy accuracy: 0.550" in text
+    assert "- base (no RL): sampled pass@1 0.250 [0.250, 0.250], greedy 0.500 [0.000, 1.000] (1 seed)" in text
+    assert "- clean-trained (rate 0): sampled pass@1 0.938" in text and "(2 seeds)" in text
+    assert "- clean_vs_base: pass_at_1 +0.688 [0.600, 0.750] (4 prompts, 2 seed(s))" in text
+    assert "- trained_vs_clean: pass_at_1 -0.010 [-0.050, 0.030], no difference detected" in text
+    assert "| metric | base (no RL) | clean-trained (rate 0) | trained (flip at rate 0.2) |" in text
+    assert "| pass_at_4 | 0.800 | 1.000 | n/a |" in text
+    assert "No train.json." in text
+    for name in ("headline.png", "train_curves.png"):
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
 
 

@@ -8,6 +8,7 @@ problem and exit with code 2; `--debug` shows the traceback instead.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
@@ -15,13 +16,24 @@ from typing import Annotated, Any
 
 import typer
 import yaml
+from typer.core import TyperGroup
 
 from hackable_rl import __version__
 from hackable_rl.config import ConfigError, ExperimentConfig, load_config
 from hackable_rl.errors import UserError
 from hackable_rl.registry import RegistryError
 
+
+class _Commands(TyperGroup):
+    """Runs every command inside `run_user_action`, so that a user mistake raised outside an explicit
+    call (a path a command writes, a check in its body) still ends as one line and exit code 2."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        return run_user_action(lambda: super(_Commands, self).invoke(ctx))
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="hackable-rl",
     help="GRPO on verifiable maths against imperfect verifiers: prepare, warm start, train, evaluate, report.",
     no_args_is_help=True,
@@ -66,25 +78,75 @@ def main(
     )
 
 
+# What the operating system says about a path the user gave (a folder where a file is expected, a
+# missing parent, no permission) is a user mistake too: one line naming the path.
+_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def _problems(error: Exception) -> list[str] | None:
+    """The lines that describe a user mistake, or None for a bug (which keeps its traceback)."""
+    if isinstance(error, ConfigError | UserError):
+        return error.problems
+    if isinstance(error, RegistryError):
+        return [str(error)]
+    if isinstance(error, _PATH_ERRORS) and error.filename is not None:
+        target = f" -> {error.filename2}" if error.filename2 is not None else ""
+        return [f"{error.filename}{target}: {(error.strerror or type(error).__name__).lower()}"]
+    return None
+
+
 def run_user_action(action: Callable[[], Any]) -> Any:
     """Runs `action`; a user mistake becomes one line per problem on stderr and exit code 2."""
     try:
         return action()
-    except (ConfigError, UserError) as error:
-        if _state["debug"]:
+    except (ConfigError, UserError, RegistryError, *_PATH_ERRORS) as error:
+        problems = _problems(error)
+        if _state["debug"] or problems is None:
             raise
-        for problem in error.problems:
-            typer.secho(f"error: {problem}", err=True, fg=typer.colors.RED)
+        for problem in problems:
+            # One line each, even when a library's message (quoted in the problem) spans several.
+            line = re.sub(r"\s*\n\s*", " ", problem)
+            typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
         raise typer.Exit(code=2) from None
-    except RegistryError as error:
-        if _state["debug"]:
-            raise
-        typer.secho(f"error: {error}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(code=2) from None
+
+
+def _check_output(path: Path, option: str, folder: bool = False) -> None:
+    """Refuses, before any work, an output path that cannot be written: a folder where a file goes,
+    a file where a folder goes, or a file in the way of a parent folder."""
+    if folder and path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: is a file; expected a folder")
+    if not folder and path.is_dir():
+        raise UserError(f"{option} {path}: is a folder; expected a file path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{option} {path}: {parent} is a file, not a folder")
+            return
+
+
+def _check_range(option: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:  # NaN fails both comparisons
+        raise UserError(f"{option}: {value:g} is not in [{low:g}, {high:g}]")
+
+
+def _model_config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
+    """`_config` for the commands that run a model: torch's threads and determinism set first."""
+    from hackable_rl.runtime import use_torch_settings
+
+    resolved = _config(config, overrides)
+    use_torch_settings(resolved)
+    return resolved
 
 
 def _config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
-    return run_user_action(lambda: load_config(config, overrides or []))
+    """The validated config; with tracking on, MLFLOW_TRACKING_URI is checked here too, so that an
+    unknown scheme fails before any work rather than when the first metric is logged."""
+    from hackable_rl.tracking.store import tracking_uri
+
+    resolved = run_user_action(lambda: load_config(config, overrides or []))
+    if resolved.tracking.enabled:
+        run_user_action(lambda: tracking_uri(resolved.storage.cache_dir))
+    return resolved
 
 
 @app.command()
@@ -138,6 +200,10 @@ def judge(
 
     from hackable_rl.evaluation.judge import judge_file
 
+    # The ranges of rewards.rel_tol and rewards.math_verify_timeout_s, the same settings in a config.
+    _check_range("--rel-tol", rel_tol, 0.0, 1.0)
+    _check_range("--timeout-s", timeout_s, 0.01, 600.0)
+    _check_output(output, "--output")
     summary = run_user_action(
         lambda: judge_file(input, output, completion_field, reference_field, extract, rel_tol, timeout_s)
     )
@@ -157,17 +223,31 @@ def train(
     resume: Annotated[
         ResumeMode, typer.Option("--resume", help="`auto`: continue the run of this name from its last checkpoint.")
     ] = ResumeMode.never,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start again over an existing run folder.")] = False,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Start again over an existing run folder (one hackable-rl created).")
+    ] = False,
     metrics_dir: Annotated[Path, typer.Option("--metrics-dir", help="Where train.json goes (DVC metrics).")] = Path(
         "metrics"
     ),
+    allow_config_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-config-change",
+            help="With --resume auto: continue even though the config changed (recorded in run.json and MLflow).",
+        ),
+    ] = False,
 ) -> None:
     """Train one policy with GRPO (TRL) against the configured training verifier."""
     from hackable_rl.training.run import run_training
 
-    cfg = _config(config, overrides)
+    cfg = _model_config(config, overrides)
+    _check_output(metrics_dir, "--metrics-dir", folder=True)
+    _check_plugins(cfg)
     result = run_user_action(
-        lambda: run_training(cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir)
+        lambda: run_training(
+            cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir,
+            allow_config_change=allow_config_change,
+        )
     )
     typer.echo(f"run {cfg.run_name}: {result.final_step} steps, MLflow run {result.run_id}, folder {result.run_dir}")
 
@@ -254,7 +334,10 @@ def eval_command(
     """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates."""
     from hackable_rl.experiments import evaluate as runs
 
-    cfg = _config(config, overrides)
+    cfg = _model_config(config, overrides)
+    _check_output(metrics_dir, "--metrics-dir", folder=True)
+    if out_dir is not None:
+        _check_output(out_dir, "--out-dir", folder=True)
     if sum([run_id is not None, model is not None, base, configured_run]) != 1:
         run_user_action(
             lambda: _fail("eval: pass exactly one of --run-id ID, --configured-run, --model PATH or --base")
@@ -275,12 +358,62 @@ def eval_command(
     _print_eval(result)
 
 
+@app.command("compare")
+def compare_command(
+    policies: Annotated[
+        list[str],
+        typer.Option("--policy", help="NAME=DIR[,DIR...]: a policy's evaluation folders, one per training seed."),
+    ],
+    pairs: Annotated[list[str], typer.Option("--pair", help="A:B: compare policy A against B (A - B).")],
+    out: Annotated[Path, typer.Option("--out", help="compare.json to write.")] = Path("metrics/compare.json"),
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap replicates.")] = 0,
+) -> None:
+    """Paired comparisons with 95% bootstrap CIs (pass@1, greedy accuracy, hacking gap) from the
+    per-prompt results evaluations saved (prompts.jsonl); writes compare.json."""
+    from hackable_rl.evaluation.paired import compare_named, write_comparisons
+
+    named = run_user_action(lambda: _parse_policies(policies))
+    parsed_pairs = run_user_action(lambda: [_parse_pair(pair) for pair in pairs])
+    comparisons = run_user_action(lambda: compare_named(named, parsed_pairs, seed))
+    write_comparisons(out, comparisons)
+    for name, comparison in comparisons.items():
+        typer.echo(f"{name:>28}: {comparison.metric} {comparison.describe()} "
+                   f"({comparison.n_prompts} prompts, {comparison.n_seeds} seed(s))")
+    typer.echo(f"written to {out}")
+
+
+def _parse_policies(values: list[str]) -> dict[str, list[Path]]:
+    named = {}
+    for value in values:
+        name, _, folders = value.partition("=")
+        if not name or not folders:
+            raise UserError(f"compare --policy {value!r}: expected NAME=DIR[,DIR...]")
+        named[name] = [Path(folder) for folder in folders.split(",")]
+    return named
+
+
+def _parse_pair(value: str) -> tuple[str, str]:
+    a, _, b = value.partition(":")
+    if not a or not b:
+        raise UserError(f"compare --pair {value!r}: expected A:B, e.g. clean:base")
+    return a, b
+
+
+def _check_plugins(cfg: ExperimentConfig) -> None:
+    """Builds the reward pipeline once before training, so that a reward, objective or checker named
+    in the config that does not load (or is the wrong kind of object) fails in a second, not after
+    the model has loaded."""
+    from hackable_rl.rewards.pipeline import build_reward_pipeline
+
+    build_reward_pipeline(cfg)
+
+
 def _fail(message: str) -> None:
     raise UserError(message)
 
 
 def _print_eval(result: Any) -> None:
-    keys = ["n_prompts", "n_samples", "pass_at_1", "hacking_gap", "observed_reward", "coverage",
+    keys = ["n_prompts", "n_samples", "pass_at_1", "greedy_accuracy", "hacking_gap", "observed_reward", "coverage",
             "false_positive_rate", "false_negative_rate"]
     keys += sorted(k for k in result.metrics if k.startswith("pass_at_") and k[8:].isdigit() and k != "pass_at_1")
     for key in keys:
@@ -297,7 +430,7 @@ def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption =
     from hackable_rl.models.loading import policy_dir
     from hackable_rl.models.warmstart import run_warmstart
 
-    cfg = _config(config, overrides)
+    cfg = _model_config(config, overrides)
     metrics = run_user_action(lambda: run_warmstart(cfg))
     if "accuracy" in metrics:
         band = metrics["target_accuracy"]
@@ -326,7 +459,8 @@ def condition(
     from hackable_rl.experiments.study import method_overrides, run_condition
 
     extra = run_user_action(lambda: method_overrides(study, method)) if study else []
-    cfg = _config(config, [*extra, *(overrides or [])])
+    cfg = _model_config(config, [*extra, *(overrides or [])])
+    _check_output(out, "--out", folder=True)
     record = run_user_action(lambda: run_condition(cfg, method, out))
     name = record["condition"]["name"]
     if record["status"] == "ok":
@@ -342,7 +476,7 @@ def report(
     ] = None,
     single: Annotated[bool, typer.Option("--single", help="Report the root pipeline's single run.")] = False,
     metrics_dir: Annotated[
-        Path, typer.Option("--metrics-dir", help="--single: warmstart.json, base/eval.json, eval.json, train*.")
+        Path, typer.Option("--metrics-dir", help="--single: warmstart.json, base/, clean/s*/, trained/s*/, compare.json.")
     ] = Path("metrics"),
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: report.out_dir).")] = None,
     config: ConfigOption = Path("params.yaml"),
@@ -356,9 +490,13 @@ def report(
     if (study is None) == (not single):
         run_user_action(lambda: _fail("report: pass exactly one of --study DIR or --single"))
     target = out or Path(cfg.report.out_dir)
+    _check_output(target, "--out" if out else "report.out_dir", folder=True)
     if study is not None:
         built = run_user_action(lambda: build_study_report(study, target, cfg.report.title))
         typer.echo(f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}")
         return
-    path = run_user_action(lambda: build_single_report(SingleInputs.under(metrics_dir), target, cfg.report.title))
+    condition = f"{cfg.corruption.channel} at rate {cfg.corruption.rate:g}"
+    path = run_user_action(
+        lambda: build_single_report(SingleInputs.under(metrics_dir), target, cfg.report.title, condition)
+    )
     typer.echo(f"report: {path}")

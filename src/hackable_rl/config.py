@@ -50,6 +50,18 @@ def _at_least(low: float):
     return AfterValidator(check)
 
 
+def _folder_name(value: str) -> str:
+    # Run and dataset names become folders that `train --overwrite` and `prepare` rewrite: one
+    # path component only, so `../somewhere` can never point a deletion outside the cache.
+    from hackable_rl.storage import folder_name_problem
+
+    problem = folder_name_problem(value)
+    if problem is not None:
+        raise ValueError(f"{value!r} {problem}")
+    return value
+
+
+FolderName = Annotated[str, AfterValidator(_folder_name)]
 Probability = Annotated[float, _in_range(0.0, 1.0)]
 PositiveInt = Annotated[int, _at_least(1)]
 NonNegativeInt = Annotated[int, _at_least(0)]
@@ -96,7 +108,9 @@ Scheduler = Annotated[str, _alias(_SCHEDULER_ALIASES, "scheduler")]
 class Section(BaseModel):
     """Base of every config section: frozen, strict about keys, documented by attribute docstrings."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    # allow_inf_nan=False: YAML's .nan/.inf would pass every unbounded float (a NaN reward imputation
+    # poisons the whole run), so no field accepts them.
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- storage / tracking
@@ -116,8 +130,9 @@ class TrackingConfig(Section):
     """Log to MLflow. When off, or when the store is unreachable, everything is still written locally."""
     experiment_name: str = "hackable-rl"
     """MLflow experiment that every run of this project logs into."""
-    run_name: str | None = None
-    """MLflow run name; null derives `<method>-<channel>-r<rate>-s<seed>` from the config."""
+    run_name: FolderName | None = None
+    """MLflow run name and run folder name (one folder name: no `/`, no `..`); null derives
+    `<method>-<channel>-r<rate>-s<seed>` from the config."""
     registered_model_name: str = "hackable-rl-policy"
     """Model Registry name under which permanent checkpoints are registered as versions."""
     log_generation_tables: bool = True
@@ -181,14 +196,14 @@ class CurriculumConfig(Section):
 
 
 class DataConfig(Section):
-    name: str = "arith"
-    """Dataset name: outputs go to `<cache>/datasets/<name>/`."""
+    name: FolderName = "arith"
+    """Dataset name (one folder name: no `/`, no `..`): outputs go to `<cache>/datasets/<name>/`."""
     provider: str = "arith"
     """Registered data provider: arith, gsm8k, math, jsonl, gsm8k_math_curriculum, interleave."""
     path: str | None = None
     """Local JSONL with training problems (gsm8k, math, jsonl providers)."""
-    eval_path: str | None = None
-    """Local JSONL with held-out problems; null splits `path` instead."""
+    test_path: str | None = None
+    """Local JSONL with the test problems (only reported numbers); null holds them out of `path`."""
     hf_dataset: str | None = None
     """Hugging Face dataset id used when `path` is null (only when online or already cached)."""
     hf_config: str | None = None
@@ -197,8 +212,10 @@ class DataConfig(Section):
     """Pinned revision (commit) of the Hugging Face dataset; recorded in the manifest."""
     train_size: PositiveInt | None = 2000
     """Training prompts kept (null: all)."""
-    eval_size: PositiveInt | None = 200
-    """Held-out prompts kept (null: all)."""
+    test_size: PositiveInt | None = 500
+    """Test prompts kept (null: all): only reported numbers are measured on them, nothing is tuned."""
+    validation_size: NonNegativeInt = 200
+    """Validation prompts held out of the training pool: the warm-start band, recipe choices, pilots."""
     sft_size: NonNegativeInt = 4000
     """Worked solutions written to sft.jsonl for the warm start (providers that have them; 0: none)."""
     levels: list[int] = []
@@ -267,9 +284,13 @@ class WarmstartConfig(Section):
     warmup_steps: NonNegativeInt = 20
     """Linear warm-up before the cosine decay."""
     eval_size: PositiveInt = 200
-    """Held-out (RL split) prompts scored by greedy decoding after the warm start."""
+    """Validation prompts scored by greedy decoding after the warm start (never the test split)."""
     target_accuracy: tuple[Probability, Probability] = (0.4, 0.7)
     """Band the held-out greedy accuracy should land in; outside it the stage warns."""
+    pretrained_sft: bool = False
+    """Pretrained model.source only: fine-tune it on the worked solutions (sft.jsonl) with the steps,
+    batch_size and learning_rate above, save it as a safetensors folder (policy_dir) and start GRPO
+    from that; false records the source's reference and GRPO starts from the source itself."""
 
     @model_validator(mode="after")
     def _band_is_ordered(self) -> WarmstartConfig:
@@ -481,12 +502,16 @@ class EvaluationConfig(Section):
     """Completions sampled per held-out prompt."""
     k: list[PositiveInt] = [1, 2, 4]
     """pass@k values reported (each <= n)."""
+    split: Literal["test", "validation"] = "test"
+    """Prepared split evaluated: `test` for reported numbers, `validation` for pilots and tuning."""
     max_prompts: PositiveInt | None = 200
-    """Held-out prompts evaluated (null: all)."""
+    """Prompts of that split evaluated (null: all)."""
     batch_size: PositiveInt = 64
     """Sequences generated per forward batch."""
     decoding: Literal["sample", "greedy"] = "sample"
     """Stochastic sampling (temperature/top_p below) or greedy decoding."""
+    greedy: bool = True
+    """With sampling, also decode every prompt once greedily and report `greedy_accuracy`."""
     temperature: Annotated[float, _in_range(0.0, 10.0)] = 1.0
     """Sampling temperature in evaluation."""
     top_p: Annotated[float, _in_range(0.0, 1.0)] = 1.0
@@ -508,6 +533,24 @@ class EvaluationConfig(Section):
         return self
 
 
+class CapabilityConfig(Section):
+    """The capability gate (`training/capability.py`): before GRPO on a pretrained model.source, sample
+    `k` completions for each of `prompts` validation prompts and measure pass@k under the clean
+    (strict) judge, the check the correctness reward makes. Groups that are all wrong carry no GRPO
+    signal, so a policy below `min_pass_at_k` is not trained unless forced. The tiny model is never gated."""
+
+    enabled: bool = True
+    """Run the gate before GRPO on a pretrained model.source."""
+    k: Annotated[int, _at_least(2)] = 8
+    """Completions sampled per prompt; the gate measures pass@k with n = k (rollout settings of `generation`)."""
+    prompts: PositiveInt = 64
+    """Validation prompts sampled (fewer when the split is smaller)."""
+    min_pass_at_k: Probability = 0.05
+    """Lowest pass@k at which GRPO groups carry enough signal to train."""
+    force: bool = False
+    """Train even when pass@k is below min_pass_at_k (the result is still recorded)."""
+
+
 class ReportConfig(Section):
     out_dir: str = "reports"
     """Folder (relative to the project) for plots and report.md."""
@@ -521,6 +564,9 @@ class ReportConfig(Section):
 class ExperimentConfig(Section):
     seed: int = 0
     """Seeds Python, NumPy, torch, data generation and (unless overridden) corruption."""
+    torch_threads: PositiveInt | None = None
+    """CPU threads torch uses in this process (null: torch's default, one per core). Two runs side by
+    side on 2 cores want 1 each; oversubscribing threads is far slower than running one at a time."""
     method: Literal["baseline", "robust"] = "baseline"
     """baseline: optimise the aggregate verifier reward; robust: optimise the robust-shaped reward."""
     storage: StorageConfig = StorageConfig()
@@ -551,6 +597,8 @@ class ExperimentConfig(Section):
     """Robust shaping (used when method is robust)."""
     evaluation: EvaluationConfig = EvaluationConfig()
     """Independent held-out evaluation."""
+    capability: CapabilityConfig = CapabilityConfig()
+    """The capability gate before GRPO on a pretrained model."""
     report: ReportConfig = ReportConfig()
     """Study report."""
 
@@ -578,7 +626,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError([f"--set {text!r}: {key!r} is not a dotted key such as corruption.rate"])
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=ConfigLoader) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -609,18 +657,104 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
+# A params file has a few hundred nodes; a YAML "billion laughs" (anchors nested 9 deep, 10 aliases
+# each) composes to a small graph but expands to 10**9 nodes in the copy and validation that follow.
+MAX_YAML_NODES = 100_000
+
+
+class RefusedYAML(yaml.MarkedYAMLError):
+    """Well-formed YAML that a params file must not be (a duplicate key, an alias bomb)."""
+
+
+class ConfigLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses what YAML itself would silently accept: a key given twice in one
+    mapping (YAML keeps the last value) and aliases that expand to more than MAX_YAML_NODES nodes."""
+
+    def compose_document(self) -> yaml.Node:
+        node = super().compose_document()
+        _check_expanded_size(node)
+        return node
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int | float | bool):
+                continue  # an unhashable key: SafeConstructor says so below
+            if key in first_line:
+                problem = f"duplicate key {key!r} (first given on line {first_line[key]}); YAML would keep only the last value"
+                raise RefusedYAML(None, None, problem, key_node.start_mark)
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Counts the nodes of the document with every alias expanded, without expanding any (each
+    node's size is computed once); refuses a document over MAX_YAML_NODES and an alias to itself."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if children_done:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes[id(child)] for child in children))
+            continue
+        if id(node) in open_nodes:
+            raise RefusedYAML(None, None, "an alias refers to the node that contains it", node.start_mark)
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        for child in children:
+            if id(child) in open_nodes:
+                raise RefusedYAML(None, None, "an alias refers to the node that contains it", child.start_mark)
+            stack.append((child, False))
+    if sizes[id(root)] > MAX_YAML_NODES:
+        raise RefusedYAML(
+            None, None, f"aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)", root.start_mark
+        )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [child for pair in node.value for child in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Reads a YAML mapping, turning a missing file or a syntax error into a ConfigError."""
+    """Reads a YAML mapping with `ConfigLoader`; a missing, unreadable, empty or malformed file is a
+    ConfigError that names the file (and the line where there is one)."""
+    if path.is_dir():
+        raise ConfigError([f"{path}: is a folder; expected a YAML file"])
     if not path.exists():
         raise ConfigError([f"{path}: no such config file (pass --config PATH)"])
+    raw = path.read_bytes()
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise ConfigError([f"{path}:{line}: not UTF-8 text (byte 0x{raw[error.start]:02x}); save the file as UTF-8"]) from None
+    try:
+        data = yaml.load(text, Loader=ConfigLoader)
+    except yaml.reader.ReaderError as error:
+        line = text[: error.position].count("\n") + 1
+        raise ConfigError([f"{path}:{line}: not valid YAML (character #x{error.character:02x} is not allowed)"]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ConfigError([f"{where}: not valid YAML ({getattr(error, 'problem', error)})"]) from None
+        problem = getattr(error, "problem", None) or error
+        line = f"{where}: {problem}" if isinstance(error, RefusedYAML) else f"{where}: not valid YAML ({problem})"
+        raise ConfigError([line]) from None
+    except RecursionError:
+        raise ConfigError([f"{path}: not valid YAML (nested too deeply)"]) from None
     if data is None:
-        return {}
+        raise ConfigError([f"{path}: is empty; expected a mapping of sections (see params.yaml)"])
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}"])
     return data

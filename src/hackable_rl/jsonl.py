@@ -13,29 +13,88 @@ from hackable_rl.errors import UserError
 log = logging.getLogger(__name__)
 
 
+def input_file(path: str | Path) -> Path:
+    """`path` as a file to read: a missing path or a folder is a UserError that names it."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; expected a file")
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    return path
+
+
+def iter_text_lines(path: str | Path, torn_tail_ok: bool = False) -> Iterator[tuple[int, str]]:
+    """Yields (line number, text) of a UTF-8 file; bytes that are not UTF-8 are a UserError with
+    their line and column (decoding line by line is what lets the error name the line).
+    `torn_tail_ok`: a last line cut inside a character by a killed writer ends the file instead."""
+    path = input_file(path)
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if torn_tail_ok and not raw.endswith(b"\n"):
+                    log.warning("%s:%d: dropped a line cut short by an interrupted write", path, number)
+                    return
+                raise UserError(
+                    f"{path}:{number}: not UTF-8 text (byte 0x{raw[error.start]:02x} at column {error.start + 1}); "
+                    "save the file as UTF-8"
+                ) from None
+            yield number, text
+
+
+class _NonFiniteNumber(ValueError):
+    """Python's json reads NaN and Infinity, which JSON does not have; rows must say null instead."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NonFiniteNumber(name)
+
+
+def parse_json_line(line: str) -> Any:
+    """`json.loads` for one line of JSONL, stricter than Python's: NaN/Infinity and nesting deeper than
+    the interpreter can follow raise `json.JSONDecodeError` like any other malformed line."""
+    try:
+        return json.loads(line, parse_constant=_refuse_constant)
+    except _NonFiniteNumber as error:
+        constant = str(error)
+        raise json.JSONDecodeError(
+            f"{constant} is not a JSON number; write null for a missing value", line, max(line.find(constant), 0)
+        ) from None
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", line, 0) from None
+
+
 def iter_jsonl(path: str | Path, torn_tail_ok: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yields (line number, row) for each non-blank line; a malformed line is a UserError.
 
     `torn_tail_ok` is for append-only logs that a `kill -9` may have cut mid-line: a malformed *last*
     line without its newline is skipped with a warning instead (it was never completely written).
     """
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                if torn_tail_ok and not line.endswith("\n"):
-                    log.warning("%s:%d: dropped a line cut short by an interrupted write", path, number)
-                    return
-                raise UserError(f"{path}:{number}: not valid JSON ({error.msg} at column {error.colno})") from None
-            if not isinstance(row, dict):
-                raise UserError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
-            yield number, row
+    path = input_file(path)
+    for number, line in iter_text_lines(path, torn_tail_ok):
+        if not line.strip():
+            continue
+        try:
+            row = parse_json_line(line)
+        except json.JSONDecodeError as error:
+            if torn_tail_ok and not line.endswith("\n"):
+                log.warning("%s:%d: dropped a line cut short by an interrupted write", path, number)
+                return
+            raise UserError(f"{path}:{number}: not valid JSON ({error.msg} at column {error.colno})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+        yield number, row
+
+
+def read_json(path: str | Path) -> Any:
+    """One JSON document (a metrics or run file), as strict as `parse_json_line`; errors name the file."""
+    path = input_file(path)
+    text = "".join(line for _, line in iter_text_lines(path))
+    try:
+        return parse_json_line(text)
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path}:{error.lineno}: not valid JSON ({error.msg} at column {error.colno})") from None
 
 
 def read_jsonl(path: str | Path, torn_tail_ok: bool = False) -> list[dict[str, Any]]:
@@ -47,10 +106,22 @@ def dumps_row(row: dict[str, Any]) -> str:
     return json.dumps(row, ensure_ascii=False, allow_nan=False)
 
 
+def output_file(path: str | Path) -> Path:
+    """`path` as a file to write, its folder created: a folder at `path`, or a file where a parent
+    folder should be, is a UserError that names it."""
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; expected a file path to write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UserError(f"{path}: cannot create its folder {path.parent}: a file is in the way") from None
+    return path
+
+
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Writes rows atomically (temp file then rename); returns the count."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_file(path)
     temp = path.with_suffix(path.suffix + ".tmp")
     count = 0
     with temp.open("w", encoding="utf-8") as handle:
@@ -63,8 +134,7 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
 
 def append_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Appends rows and flushes to disk (generation records survive a kill -9)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_file(path)
     _drop_torn_tail(path)
     count = 0
     with path.open("a", encoding="utf-8") as handle:
@@ -94,8 +164,7 @@ def _drop_torn_tail(path: Path) -> None:
 def write_json(path: str | Path, payload: Any) -> Path:
     """Writes one JSON document atomically (temp file then rename). NaN is refused: undefined
     values must be null, and a NaN here is a bug upstream."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = output_file(path)
     temp = path.with_suffix(path.suffix + ".tmp")
     temp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
     temp.replace(path)

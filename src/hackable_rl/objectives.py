@@ -16,7 +16,7 @@ from typing import Any
 
 from hackable_rl.config import ExperimentConfig, ObjectiveConfig
 from hackable_rl.errors import UserError
-from hackable_rl.registry import OBJECTIVES, RegistryError, import_from_path, register_objective
+from hackable_rl.registry import OBJECTIVES, RegistryError, register_objective
 
 __all__ = ["TokenGRPOObjective", "LatentNeuraleseObjective", "build_objective"]
 
@@ -113,7 +113,7 @@ def build_objective(config: ExperimentConfig) -> Any:
         )
     )
     try:
-        cls = import_from_path(target) if field == "objective.class_path" else OBJECTIVES.get(target)
+        cls = OBJECTIVES.load(target) if field == "objective.class_path" else OBJECTIVES.get(target)
     except RegistryError as error:
         raise UserError(f"{field}: {error}") from None
     objective = cls(config.objective)

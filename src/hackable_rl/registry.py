@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
+import re
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
@@ -34,15 +36,22 @@ class RegistryError(LookupError):
     """An unknown name or an external path that does not load; the message lists what is valid."""
 
 
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
 def import_from_path(path: str) -> Any:
     """Loads `package.module:attr` (attr may be dotted). Raises RegistryError with the reason."""
     module_name, sep, attr = path.partition(":")
-    if not sep or not module_name or not attr:
+    if not sep or not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(attr):
         raise RegistryError(f"{path!r}: expected 'package.module:attr'")
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as error:
         raise RegistryError(f"{path!r}: cannot import module {module_name!r} ({error})") from None
+    except SyntaxError as error:
+        raise RegistryError(
+            f"{path!r}: module {module_name!r} has a syntax error ({error.filename}:{error.lineno}: {error.msg})"
+        ) from None
     for part in attr.split("."):
         if not hasattr(target, part):
             raise RegistryError(f"{path!r}: module {module_name!r} has no attribute {attr!r}")
@@ -50,11 +59,36 @@ def import_from_path(path: str) -> Any:
     return target
 
 
-class Registry(Generic[T]):
-    """Name -> object, filled by a decorator; `get` also accepts `module:attr` strings."""
+def signature_problem(item: Any, contract: str, *args: Any, **kwargs: Any) -> str | None:
+    """Why `item` cannot be called as `item(*args, **kwargs)` (None when it can, or when Python cannot
+    tell: some builtins have no signature). `contract` describes the expected call in the message.
+    A parameter the probe leaves out is fine: `rewards.kwargs` may supply it."""
+    if not callable(item):
+        return f"is {type(item).__name__} {item!r:.60}, not a function; expected {contract}"
+    try:
+        signature = inspect.signature(item)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind_partial(*args, **kwargs)
+    except TypeError:
+        name = getattr(item, "__qualname__", type(item).__name__)
+        return f"is {name}{signature}, which cannot be called as {contract}"
+    return None
 
-    def __init__(self, kind: str):
+
+class Registry(Generic[T]):
+    """Name -> object, filled by a decorator; `get` also accepts `module:attr` strings.
+
+    `check(obj)` returns why an object loaded from `module:attr` is the wrong kind of thing for this
+    registry (None when it fits), so a wrong path fails when it is named, not mid-run.
+    `field` names the config field that holds such names, for the error message.
+    """
+
+    def __init__(self, kind: str, field: str | None = None, check: Callable[[Any], str | None] | None = None):
         self.kind = kind
+        self.field = field
+        self.check = check
         self._items: dict[str, T] = {}
 
     def register(self, name: str | None = None) -> Callable[[T], T]:
@@ -73,8 +107,23 @@ class Registry(Generic[T]):
         if name in self._items:
             return self._items[name]
         if ":" in name:
-            return import_from_path(name)
-        raise RegistryError(f"unknown {self.kind} {name!r}; valid: {', '.join(sorted(self._items)) or '(none)'}")
+            return self.load(name)
+        valid = ", ".join(sorted(self._items)) or "(none)"
+        raise RegistryError(f"{self._where()}unknown {self.kind} {name!r}; valid: {valid} or 'package.module:attr'")
+
+    def load(self, path: str) -> T:
+        """The external object at `package.module:attr`, checked to be of this registry's kind."""
+        try:
+            item = import_from_path(path)
+        except RegistryError as error:
+            raise RegistryError(f"{self._where()}{error}") from None
+        problem = self.check(item) if self.check else None
+        if problem:
+            raise RegistryError(f"{self._where()}{self.kind} {path!r} {problem}")
+        return item
+
+    def _where(self) -> str:
+        return f"{self.field}: " if self.field else ""
 
     def names(self) -> list[str]:
         return sorted(self._items)
@@ -83,10 +132,35 @@ class Registry(Generic[T]):
         return name in self._items
 
 
-DATA_PROVIDERS: Registry[Callable[..., Any]] = Registry("data provider")
-REWARDS: Registry[Callable[..., list[float | None]]] = Registry("reward")
-OBJECTIVES: Registry[type] = Registry("objective")
-CHECKERS: Registry[Callable[..., Any]] = Registry("checker")
+# What a `module:attr` must accept to be each kind of plugin (probe calls; nothing is run).
+DATA_PROVIDERS: Registry[Callable[..., Any]] = Registry(
+    "data provider",
+    "data.provider",
+    lambda item: signature_problem(item, "provider(config: DataConfig, seed: int) -> ProviderOutput", None, 0),
+)
+REWARDS: Registry[Callable[..., list[float | None]]] = Registry(
+    "reward",
+    "objective.rewards",
+    lambda item: signature_problem(
+        item, "reward(completions, **columns) -> list[float | None]", [], prompts=[], any_other_column=None
+    ),
+)
+OBJECTIVES: Registry[type] = Registry(
+    "objective",
+    None,
+    lambda item: (
+        signature_problem(item, "Objective(config: ObjectiveConfig)", None)
+        if inspect.isclass(item)
+        else f"is {type(item).__name__} {item!r:.60}, not a class; expected an objective class (reward_names, combine)"
+    ),
+)
+CHECKERS: Registry[Callable[..., Any]] = Registry(
+    "checker",
+    None,
+    lambda item: signature_problem(
+        item, "checker(completion, example, options=options) -> Verdict", "", None, options=None
+    ),
+)
 
 register_data_provider = DATA_PROVIDERS.register
 register_reward = REWARDS.register

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.errors import UserError
+
 # DVC runs queued and --temp experiments in a copy of the repository under this folder; the
 # embedded MLflow store must stay in the real repository so every experiment lands in one store.
 _DVC_TEMP_WORKSPACE = (".dvc", "tmp", "exps")
@@ -84,20 +86,58 @@ class Storage:
     def logs(self) -> Path:
         return self.cache_dir / "logs"
 
+    # Folders named by the user (run, dataset) go through `child_dir`: they are rewritten and, with
+    # `train --overwrite`, deleted, so a name such as `../somewhere` must never reach outside the cache.
     def dataset_dir(self, name: str) -> Path:
-        return self.datasets / name
+        return child_dir(self.datasets, name, "data.name")
 
     def model_dir(self, name: str) -> Path:
+        # Built by models.loading from data.name (checked) or a model source; never deleted.
         return self.models / name
 
     def run_dir(self, run_name: str) -> Path:
-        return self.runs / run_name
+        return child_dir(self.runs, run_name, "run name (tracking.run_name)")
 
     def permanent_checkpoint(self, run_name: str, step: int) -> Path:
         return self.run_dir(run_name) / "checkpoints" / "permanent" / f"step-{step}"
 
     def eval_dir(self, run_name: str) -> Path:
-        return self.eval / run_name
+        # Not `child_dir`: the name of a policy without a run is built from model.source (a hub id
+        # holds a `/`); it may nest, never leave the eval root.
+        return inside(self.eval, self.eval / run_name, "evaluation folder name")
+
+
+def folder_name_problem(name: object) -> str | None:
+    """Why `name` cannot be one folder directly under a root, or None when it can.
+
+    A name is one path component: not empty, no `/` or `\\`, no `..` anywhere, not `.`, no NUL.
+    """
+    if not isinstance(name, str) or not name.strip():
+        return "is empty; expected a folder name such as baseline-flip-r0.2-s0"
+    if "/" in name or "\\" in name:
+        return "contains a path separator; expected one folder name, without / or \\"
+    if ".." in name or name == ".":
+        return "contains '..' (or is '.'); expected one folder name inside its root"
+    if "\0" in name:
+        return "contains a NUL character"
+    return None
+
+
+def child_dir(root: Path, name: str, field: str) -> Path:
+    """`root / name`, after checking that `name` is one folder name and that the folder, symlinks
+    resolved, lies strictly inside `root`. The UserError names `field` (what the name came from)."""
+    problem = folder_name_problem(name)
+    if problem is not None:
+        raise UserError(f"{field}: {name!r} {problem}")
+    return inside(root, root / name, field)
+
+
+def inside(root: Path, folder: Path, field: str) -> Path:
+    """`folder`, once its resolved path (symlinks followed) is checked to lie strictly inside `root`."""
+    resolved, resolved_root = folder.resolve(), root.resolve()
+    if resolved == resolved_root or not resolved.is_relative_to(resolved_root):
+        raise UserError(f"{field}: {folder} resolves to {resolved}, outside {resolved_root}; not used")
+    return folder
 
 
 def _under(root: Path, path: str | Path) -> Path:

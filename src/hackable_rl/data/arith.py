@@ -131,14 +131,28 @@ def to_sample(
     return TrainingSample(ident, problem.question, reference, metadata, solution)
 
 
-def distinct_problems(rng: random.Random, arith: ArithConfig, count: int, seen: set[str]) -> list[Problem]:
-    """`count` problems whose normalised questions are not in `seen` (which is updated)."""
+def chain_key(operands: tuple[int, ...] | list[int], operators: tuple[str, ...] | list[str]) -> str:
+    """The computation a problem asks for, operands and operators in order (`12+7-5`): wording aside,
+    two problems with the same chain are the same arithmetic."""
+    parts = [str(operands[0])]
+    for operator, operand in zip(operators, operands[1:], strict=True):
+        parts.append(f"{operator}{operand}")
+    return "".join(parts)
+
+
+def distinct_problems(
+    rng: random.Random, arith: ArithConfig, count: int, seen: set[str], reserved_chains: frozenset[str] = frozenset()
+) -> list[Problem]:
+    """`count` problems whose normalised questions are not in `seen` (which is updated) and whose
+    computation chains are not in `reserved_chains` (another split's arithmetic)."""
     problems: list[Problem] = []
     for _ in range(_ATTEMPTS_PER_PROBLEM * count + 1000):
         if len(problems) == count:
             return problems
         problem = generate_problem(rng, arith)
         if problem is None or question_key(problem.question) in seen:
+            continue
+        if chain_key(problem.operands, problem.operators) in reserved_chains:
             continue
         seen.add(question_key(problem.question))
         problems.append(problem)
@@ -148,6 +162,10 @@ def distinct_problems(rng: random.Random, arith: ArithConfig, count: int, seen: 
         f"data.arith: only {len(problems)} distinct problems could be generated of the {count} needed; "
         "widen min_value..max_value, allow more steps or operators, or ask for fewer problems"
     )
+
+
+def chains_of(problems: list[Problem]) -> frozenset[str]:
+    return frozenset(chain_key(problem.operands, problem.operators) for problem in problems)
 
 
 def truncated_completion(problem: Problem) -> str:
@@ -183,20 +201,27 @@ def worked_solutions(
 
 @register_data_provider("arith")
 def arith_provider(config: DataConfig, seed: int) -> ProviderOutput:
-    """Generates eval, then sft, then train problems, every question distinct across all three."""
-    if config.train_size is None or config.eval_size is None:
+    """Generates test, validation, sft and train problems, every question distinct across all four.
+
+    Test problems share no computation chain with any other split, and validation none with sft or
+    train: so both measure new arithmetic, not new wording of a demonstrated computation.
+    """
+    if config.train_size is None or config.test_size is None:
         raise UserError(
-            "data.train_size / data.eval_size: the arith provider generates problems; give numbers"
+            "data.train_size / data.test_size: the arith provider generates problems; give numbers"
         )
     rng = random.Random(f"arith:{seed}")
     seen: set[str] = set()
-    held_out = distinct_problems(rng, config.arith, config.eval_size, seen)
-    sft_problems = distinct_problems(rng, config.arith, config.sft_size, seen)
-    train = distinct_problems(rng, config.arith, config.train_size, seen)
+    test = distinct_problems(rng, config.arith, config.test_size, seen)
+    validation = distinct_problems(rng, config.arith, config.validation_size, seen, chains_of(test))
+    held_out_chains = chains_of(test) | chains_of(validation)
+    sft_problems = distinct_problems(rng, config.arith, config.sft_size, seen, held_out_chains)
+    train = distinct_problems(rng, config.arith, config.train_size, seen, held_out_chains)
     source = {"kind": "generated", "generator": "arith", "seed": seed} | config.arith.model_dump(mode="json")
     return ProviderOutput(
         train=[to_sample(problem, f"arith-train-{index:05d}") for index, problem in enumerate(train)],
-        eval=[to_sample(problem, f"arith-eval-{index:05d}") for index, problem in enumerate(held_out)],
+        test=[to_sample(problem, f"arith-test-{index:05d}") for index, problem in enumerate(test)],
+        validation=[to_sample(problem, f"arith-val-{index:05d}") for index, problem in enumerate(validation)],
         sft=worked_solutions(rng, sft_problems, config.arith.hedged_share, config.arith.truncated_share),
         sources=[source],
     )

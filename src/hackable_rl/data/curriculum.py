@@ -1,7 +1,7 @@
 """Curricula: several sources interleaved into one training stream.
 
 `interleave` reads `data.curriculum.sources` (in curriculum order). Each source gets a share of
-`train_size`, `eval_size` and `sft_size` proportional to its weight (largest remainder), is
+`train_size`, `test_size`, `validation_size` and `sft_size` proportional to its weight (largest remainder), is
 prepared by its own provider with seed `seed + 7919 * index`, and its rows get ids prefixed `s<index>-`
 and `metadata.curriculum_source = "<index>:<provider>"`. The row order of train.jsonl is the
 curriculum; a trainer that honours `step`/`epoch` must read it in order (no shuffling):
@@ -79,17 +79,18 @@ def repeat_passes(streams: list[list[TrainingSample]], passes: int, seed: int) -
     return merged
 
 
-def _source_config(config: DataConfig, source: CurriculumSource, sizes: tuple[int, int, int]) -> DataConfig:
-    train_size, eval_size, sft_size = sizes
+def _source_config(config: DataConfig, source: CurriculumSource, sizes: tuple[int, int, int, int]) -> DataConfig:
+    train_size, test_size, validation_size, sft_size = sizes
     return config.model_copy(
         update={
             "provider": source.provider,
             "path": source.path,
-            "eval_path": None,
+            "test_path": None,
             "hf_dataset": None,
             "levels": source.levels,
             "train_size": train_size,
-            "eval_size": eval_size,
+            "test_size": test_size,
+            "validation_size": validation_size,
             "sft_size": sft_size,
             "curriculum": CurriculumConfig(),
         }
@@ -120,9 +121,9 @@ def _check_sources(config: DataConfig) -> list[CurriculumSource]:
         raise UserError(
             "data.curriculum.sources: every weight is 0; give at least one source a positive weight"
         )
-    if config.train_size is None or config.eval_size is None:
+    if config.train_size is None or config.test_size is None:
         raise UserError(
-            "data.train_size / data.eval_size: a curriculum splits them between sources; give numbers"
+            "data.train_size / data.test_size: a curriculum splits them between sources; give numbers"
         )
     return sources
 
@@ -133,11 +134,12 @@ def build_curriculum(config: DataConfig, seed: int, order_math_by_level: bool = 
     weights = [source.weight for source in sources]
     shares = zip(
         weighted_shares(config.train_size, weights),
-        weighted_shares(config.eval_size, weights),
+        weighted_shares(config.test_size, weights),
+        weighted_shares(config.validation_size, weights),
         weighted_shares(config.sft_size, weights),
         strict=True,
     )
-    trains, evals, sfts, manifests, skipped = [], [], [], [], []
+    trains, tests, validations, sfts, manifests, skipped = [], [], [], [], [], []
     for index, (source, sizes) in enumerate(zip(sources, shares, strict=True)):
         provider = DATA_PROVIDERS.get(source.provider)
         output = provider(_source_config(config, source, sizes), seed + _SOURCE_SEED_STRIDE * index)
@@ -145,14 +147,15 @@ def build_curriculum(config: DataConfig, seed: int, order_math_by_level: bool = 
         if order_math_by_level and source.provider == "math":
             train = sorted(train, key=lambda sample: sample.metadata["level"])  # stable: easy to hard
         trains.append(_tagged(train, index, source.provider))
-        evals.extend(_tagged(output.eval, index, source.provider))
+        tests.extend(_tagged(output.test, index, source.provider))
+        validations.extend(_tagged(output.validation, index, source.provider))
         sfts.append(_tagged(output.sft, index, source.provider))
         manifests.extend(
             entry | {"curriculum_source": f"{index}:{source.provider}"} for entry in output.sources
         )
         skipped.extend(output.skipped)
     return ProviderOutput(
-        _schedule(trains, config.curriculum, seed), evals, interleave_mixed(sfts), manifests, skipped
+        _schedule(trains, config.curriculum, seed), tests, validations, interleave_mixed(sfts), manifests, skipped
     )
 
 

@@ -1,12 +1,15 @@
 """The prepare stage: run the configured provider, check the splits, write them with a manifest.
 
 Outputs under `<cache>/datasets/<data.name>/`:
-- `train.jsonl`, `eval.jsonl` and, when the provider has worked solutions and `data.sft_size > 0`,
-  `sft.jsonl` (warm-start data). Each row is `TrainingSample.to_row()` plus `prompt`.
+- `train.jsonl` (GRPO prompts), `validation.jsonl` (everything tuned or checked during development),
+  `test.jsonl` (reported numbers only) and, when the provider has worked solutions and
+  `data.sft_size > 0`, `sft.jsonl` (warm-start data). Each row is `TrainingSample.to_row()` plus `prompt`.
 - `manifest.json`: sources (path + sha256, or hub id + revision), filters, seed, counts, bad rows
   skipped, the disjointness check, and the sha256 of every output.
 
-Splits are disjoint by a hash of the normalised question; an overlap is an error. Nothing here
+Splits are disjoint by a hash of the normalised question; an overlap is an error. Where problems
+carry their computation chain (arith: operands and operators in order), test shares no chain with
+any other split; an overlap is an error too (`check_test_chains`). Nothing here
 reads a clock or an unseeded random source, so the same config gives the same bytes.
 """
 
@@ -21,6 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from hackable_rl.config import ExperimentConfig
+from hackable_rl.data.arith import chain_key
 from hackable_rl.data.prompting import PROMPT_PREFIX, render_prompt
 from hackable_rl.data.providers import ProviderOutput, question_key
 from hackable_rl.data.schema import TrainingSample
@@ -31,7 +35,7 @@ from hackable_rl.storage import Storage, file_sha256
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "eval", "sft")
+SPLITS = ("train", "validation", "test", "sft")
 # Metadata keys whose value counts the manifest reports per split (curricula proportions, MATH levels).
 _BREAKDOWN_KEYS = ("source", "curriculum_source", "level", "subject", "n_steps", "hedged", "truncated")
 _LISTED_OVERLAPS = 5
@@ -54,9 +58,9 @@ def prepare_dataset(config: ExperimentConfig) -> PrepareResult:
     provider = DATA_PROVIDERS.get(config.data.provider)
     with Console(stderr=True).status(f"preparing {config.data.name} with provider {config.data.provider}"):
         output = provider(config.data, config.seed)
-    splits = {"train": output.train, "eval": output.eval, "sft": output.sft}
+    splits = {"train": output.train, "validation": output.validation, "test": output.test, "sft": output.sft}
     _check_not_empty(splits, config)
-    overlaps = check_disjoint(splits)
+    overlaps = check_disjoint(splits) | check_test_chains(splits)
     files = _write_splits(out_dir, splits)
     manifest = build_manifest(config, output, splits, overlaps, files)
     manifest_path = out_dir / "manifest.json"
@@ -67,11 +71,12 @@ def prepare_dataset(config: ExperimentConfig) -> PrepareResult:
 
 
 def _check_not_empty(splits: dict[str, list[TrainingSample]], config: ExperimentConfig) -> None:
-    for split in ("train", "eval"):
+    for split in ("train", "test"):
         if not splits[split]:
             raise UserError(
                 f"data: provider {config.data.provider!r} produced no {split} problems; check data.path, "
-                "data.eval_path, the filters (levels, subjects) and the sizes (eval and sft are taken first)"
+                "data.test_path, the filters (levels, subjects) and the sizes (test, validation and sft "
+                "are taken first)"
             )
 
 
@@ -94,6 +99,33 @@ def check_disjoint(splits: dict[str, list[TrainingSample]]) -> dict[str, int]:
             *problems, "data: splits must be disjoint; remove the duplicates or split the source anew"
         )
     return overlaps
+
+
+def computation_chain(sample: TrainingSample) -> str | None:
+    """`12+7-5` for a problem whose metadata records its operands and operators, else None."""
+    operands, operators = sample.metadata.get("operands"), sample.metadata.get("operators")
+    if not operands or operators is None:
+        return None
+    return chain_key(operands, operators)
+
+
+def check_test_chains(splits: dict[str, list[TrainingSample]]) -> dict[str, int]:
+    """Counts test problems whose computation chain appears in another split; any is a UserError.
+
+    Splits without chain metadata (GSM8K, MATH) count 0: there the question key is the only rule."""
+    test_chains = {chain: s.id for s in splits["test"] if (chain := computation_chain(s)) is not None}
+    counts, problems = {}, []
+    for split, samples in splits.items():
+        if split == "test":
+            continue
+        shared = sorted({chain for s in samples if (chain := computation_chain(s)) in test_chains})
+        counts[f"test/{split} chains"] = len(shared)
+        if shared:
+            listed = ", ".join(f"{test_chains[chain]} ({chain})" for chain in shared[:_LISTED_OVERLAPS])
+            problems.append(f"data: {len(shared)} test computation chains also appear in {split} ({listed})")
+    if problems:
+        raise UserError(*problems, "data: test must ask for arithmetic no other split demonstrates or trains")
+    return counts
 
 
 def prepared_row(sample: TrainingSample) -> dict[str, Any]:
@@ -131,7 +163,7 @@ def build_manifest(
     files: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     data = config.data
-    settings = data.model_dump(mode="json", exclude={"name", "provider", "path", "eval_path"})
+    settings = data.model_dump(mode="json", exclude={"name", "provider", "path", "test_path"})
     # Only the sections the provider reads: an unused arith or curriculum block is noise in the record.
     curriculum_providers = {source.provider for source in data.curriculum.sources}
     if data.provider != "arith" and "arith" not in curriculum_providers:
@@ -150,7 +182,8 @@ def build_manifest(
         "skipped_rows": len(output.skipped),
         "skipped_examples": output.skipped[:20],
         "disjointness": {
-            "key": "sha256 of the NFKC-casefolded, whitespace-collapsed question",
+            "key": "sha256 of the NFKC-casefolded, whitespace-collapsed question; test vs every other "
+            "split also by computation chain (operands and operators in order) where problems record it",
             "overlaps": overlaps,
         },
         "outputs": files,
@@ -158,7 +191,7 @@ def build_manifest(
 
 
 def read_prepared(config: ExperimentConfig, split: str) -> list[dict[str, Any]]:
-    """Rows of one prepared split (`train`, `eval` or `sft`); a missing one says to run prepare."""
+    """Rows of one prepared split (`train`, `validation`, `test` or `sft`); a missing one says to run prepare."""
     if split not in SPLITS:
         raise UserError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
     path = Storage.of(config.storage).dataset_dir(config.data.name) / f"{split}.jsonl"

@@ -1,9 +1,10 @@
 """File-backed providers: GSM8K, MATH and any JSONL with a field mapping.
 
 A provider is `provider(config: DataConfig, seed: int) -> ProviderOutput`. The file providers share
-one split rule (`split_sources`): eval comes from `data.eval_path` (or the hub's test split) when
-given, else `data.eval_size` problems are held out of `data.path` in a seed-fixed order; worked
-solutions (sft) are taken next, and training problems last, so the three are disjoint by construction.
+one split rule (`split_sources`): test comes from `data.test_path` (or the hub's test split) when
+given, else `data.test_size` problems are held out of `data.path` in a seed-fixed order; then
+`data.validation_size` validation problems are held out of the training pool, worked solutions (sft)
+are taken next, and training problems last, so the four are disjoint by construction.
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ class ProviderOutput:
     """What every provider returns; `prepare` writes it, checks disjointness and records the manifest."""
 
     train: list[TrainingSample]
-    eval: list[TrainingSample]
+    """GRPO prompts."""
+    test: list[TrainingSample]
+    """Reported numbers only: nothing is tuned or checked on it during development."""
+    validation: list[TrainingSample] = field(default_factory=list)
+    """Everything tuned or checked during development (warm-start band, recipe choices, pilots)."""
     sft: list[TrainingSample] = field(default_factory=list)
     """Worked solutions for the warm start (empty when the provider has none or data.sft_size is 0)."""
     sources: list[dict[str, Any]] = field(default_factory=list)
@@ -68,26 +73,30 @@ class FileSpec:
 
 
 def split_sources(config: DataConfig, seed: int, spec: FileSpec) -> ProviderOutput:
-    """Reads train (and eval) sources, converts rows, and splits eval / sft / train disjointly."""
+    """Reads train (and test) sources, converts rows, and splits test / validation / sft / train disjointly."""
     bad_rows = BadRows(config.on_bad_row)
     train_source = _train_source(config, spec, bad_rows)
-    eval_source = _eval_source(config, spec, bad_rows)
+    test_source = _test_source(config, spec, bad_rows)
     pool = shuffled(convert_rows(train_source, spec.convert, bad_rows), seed, f"{spec.name}:train")
     sources = [train_source.manifest | {"role": "train"}]
-    if eval_source is None:
-        if config.eval_size is None:
+    if test_source is None:
+        if config.test_size is None:
             raise UserError(
-                "data.eval_size: null holds out nothing from data.path; set a number of held-out problems "
-                "or point data.eval_path at a held-out file"
+                "data.test_size: null holds out nothing from data.path; set a number of test problems "
+                "or point data.test_path at a held-out file"
             )
-        held_out, pool = pool[: config.eval_size], pool[config.eval_size :]
+        test, pool = pool[: config.test_size], pool[config.test_size :]
     else:
-        held_out = shuffled(convert_rows(eval_source, spec.convert, bad_rows), seed, f"{spec.name}:eval")
-        held_out = take(held_out, config.eval_size)
-        sources.append(eval_source.manifest | {"role": "eval"})
+        test = shuffled(convert_rows(test_source, spec.convert, bad_rows), seed, f"{spec.name}:test")
+        test = take(test, config.test_size)
+        sources.append(test_source.manifest | {"role": "test"})
+    validation, pool = pool[: config.validation_size], pool[config.validation_size :]
     sft, pool = _take_solutions(pool, config.sft_size)
     train = [_without_solution(sample) for sample in take(pool, config.train_size)]
-    return ProviderOutput(train, [_without_solution(s) for s in held_out], sft, sources, bad_rows.messages)
+    return ProviderOutput(
+        train, [_without_solution(s) for s in test], [_without_solution(s) for s in validation],
+        sft, sources, bad_rows.messages,
+    )
 
 
 def _train_source(config: DataConfig, spec: FileSpec, bad_rows: BadRows) -> SourceRows:
@@ -100,9 +109,9 @@ def _train_source(config: DataConfig, spec: FileSpec, bad_rows: BadRows) -> Sour
     raise UserError(f"data.path: not set for provider {spec.name!r}; {spec.hint}")
 
 
-def _eval_source(config: DataConfig, spec: FileSpec, bad_rows: BadRows) -> SourceRows | None:
-    if config.eval_path:
-        return read_local(config.eval_path, bad_rows, spec.hint, field_name="data.eval_path")
+def _test_source(config: DataConfig, spec: FileSpec, bad_rows: BadRows) -> SourceRows | None:
+    if config.test_path:
+        return read_local(config.test_path, bad_rows, spec.hint, field_name="data.test_path")
     if not config.path and config.hf_dataset and spec.hub_splits[1]:
         return read_hub(
             config.hf_dataset, config.hf_config, config.hf_revision, spec.hub_splits[1], spec.hint
@@ -123,7 +132,7 @@ def _take_solutions(
 
 
 def _without_solution(sample: TrainingSample) -> TrainingSample:
-    # Train and eval rows never carry a worked solution: only the warm start reads them (from sft.jsonl).
+    # Train, validation and test rows never carry a worked solution: only the warm start reads them (from sft.jsonl).
     return replace(sample, solution=None)
 
 
@@ -150,7 +159,7 @@ def gsm8k_sample(where: str, row: dict[str, Any]) -> TrainingSample:
 
 @register_data_provider("gsm8k")
 def gsm8k_provider(config: DataConfig, seed: int) -> ProviderOutput:
-    """GSM8K from data.path (+ data.eval_path) or openai/gsm8k on the hub."""
+    """GSM8K from data.path (+ data.test_path) or openai/gsm8k on the hub."""
     return split_sources(config, seed, FileSpec("gsm8k", gsm8k_sample, GSM8K_HINT))
 
 
@@ -200,7 +209,7 @@ def math_provider(config: DataConfig, seed: int) -> ProviderOutput:
     """MATH problems filtered by data.levels and data.subjects (MATH solutions are not in the strict format)."""
     spec = FileSpec("math", math_converter(config.levels, config.subjects), MATH_HINT)
     output = split_sources(config, seed, spec)
-    if not output.train and not output.eval:
+    if not output.train and not output.test:
         raise UserError(
             f"data.levels / data.subjects: no MATH problem matches levels {config.levels} and subjects "
             f"{config.subjects} (levels are 1..5; subjects such as Algebra, Geometry, Prealgebra)"
@@ -210,7 +219,7 @@ def math_provider(config: DataConfig, seed: int) -> ProviderOutput:
 
 # --------------------------------------------------------------------------- jsonl
 
-JSONL_HINT = "point data.path (and data.eval_path) at your JSONL file and map its fields with data.field_map"
+JSONL_HINT = "point data.path (and data.test_path) at your JSONL file and map its fields with data.field_map"
 _CORE_FIELDS = ("question", "answer", "id")
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from hackable_rl.data.schema import TrainingSample
 from hackable_rl.errors import UserError
+from hackable_rl.jsonl import iter_text_lines, parse_json_line
 from hackable_rl.storage import file_sha256
 
 log = logging.getLogger(__name__)
@@ -63,20 +64,19 @@ def read_local(path: str | Path, bad_rows: BadRows, hint: str, field_name: str =
     if not path.is_file():
         raise UserError(f"{field_name}: {path} does not exist; {hint}")
     rows = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                bad_rows.report(where, f"not valid JSON ({error.msg} at column {error.colno})")
-                continue
-            if not isinstance(row, dict):
-                bad_rows.report(where, f"expected a JSON object, got {type(row).__name__}")
-                continue
-            rows.append((where, row))
+    for number, line in iter_text_lines(path):  # bytes that are not UTF-8: a UserError naming the line
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = parse_json_line(line)  # NaN, Infinity and runaway nesting count as malformed
+        except json.JSONDecodeError as error:
+            bad_rows.report(where, f"not valid JSON ({error.msg} at column {error.colno})")
+            continue
+        if not isinstance(row, dict):
+            bad_rows.report(where, f"expected a JSON object, got {type(row).__name__}")
+            continue
+        rows.append((where, row))
     manifest = {"kind": "file", "path": str(path), "sha256": file_sha256(path), "rows": len(rows)}
     return SourceRows(manifest, rows)
 

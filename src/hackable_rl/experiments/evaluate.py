@@ -20,6 +20,7 @@ from hackable_rl.config import ExperimentConfig, validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.judge import judge_completion
 from hackable_rl.evaluation.metrics import compute_metrics, write_metrics_json
+from hackable_rl.evaluation.paired import PROMPTS_FILE, prompt_results, write_prompt_results
 from hackable_rl.jsonl import write_jsonl
 from hackable_rl.storage import Storage
 from hackable_rl.tracking import Tracker, start_tracker
@@ -65,19 +66,36 @@ def target_from_run(current: ExperimentConfig, run_id: str, step: int | None) ->
 
     client = require_client(current, "`eval --run-id` (or evaluate a folder with --model PATH)")
     run = fetch_run(client, run_id)
+    # The run name comes back from MLflow, not from a checked config, and names a folder rewritten
+    # below: it must be one folder name (no `/`, no `..`) before anything is downloaded.
+    run_name = _checked_name(run.info.run_name, f"--run-id {run_id}: MLflow run name")
     config = _run_config(client, run_id, current)
     version = find_version(client, config.tracking.registered_model_name, run_id, step)
     with tempfile.TemporaryDirectory() as folder:
         local = download_run_file(client, run_id, artifact_path_of(version.source, run), Path(folder))
-        cached = Storage.of(current.storage).eval_dir(run.info.run_name) / "policy" / local.name
+        policy_name = _checked_name(local.name, f"--run-id {run_id}: checkpoint folder name")
+        cached = Storage.of(current.storage).eval_dir(run_name) / "policy" / policy_name
         _copy_tree(local, cached)
-    return EvalTarget(config, run.info.run_name, run_id, int(version.tags["step"]), cached)
+    return EvalTarget(config, run_name, run_id, int(version.tags["step"]), cached)
+
+
+def _checked_name(name: str, field: str) -> str:
+    from hackable_rl.storage import folder_name_problem
+
+    problem = folder_name_problem(name)
+    if problem is not None:
+        raise UserError(f"{field}: {name!r} {problem}")
+    return name
 
 
 def _copy_tree(source: Path, target: Path) -> None:
+    """Refreshes the cached copy of a checkpoint; an existing folder is replaced only when it is such
+    a copy (it holds the checkpoint.json every permanent checkpoint has), never anything else."""
     import shutil
 
-    if target.exists():
+    if target.exists() or target.is_symlink():
+        if target.is_symlink() or not (target / "checkpoint.json").is_file():
+            raise UserError(f"{target}: exists but is no cached checkpoint (no checkpoint.json); left untouched")
         shutil.rmtree(target)
     shutil.copytree(source, target)
 
@@ -91,23 +109,25 @@ def target_from_model(current: ExperimentConfig, model_path: Path | None) -> Eva
 # --------------------------------------------------------------------------- sampling and scoring
 
 
-def sample_and_score(target: EvalTarget) -> list[dict[str, Any]]:
-    """n completions per held-out prompt, judged independently and scored by the run's training verifier."""
+def sample_and_score(target: EvalTarget, greedy: bool = False) -> list[dict[str, Any]]:
+    """n completions per evaluated prompt (one, greedy, when `greedy`), judged independently and
+    scored by the run's training verifier."""
     from hackable_rl.data.prepare import read_prepared
     from hackable_rl.models.generation import GenerationSettings, generate_completions
     from hackable_rl.models.loading import format_prompt, is_instruct_policy, load_policy
     from hackable_rl.rewards.pipeline import build_reward_pipeline
 
     config = target.config
-    rows = read_prepared(config, "eval")[: config.evaluation.max_prompts]
+    rows = read_prepared(config, config.evaluation.split)[: config.evaluation.max_prompts]
     model, tokenizer = load_policy(config, target.policy_path)
     instruct = is_instruct_policy(config, tokenizer)
-    n = config.evaluation.n
+    n = 1 if greedy else config.evaluation.n
+    settings = GenerationSettings.for_evaluation(config)
+    if greedy:
+        settings = GenerationSettings.greedy(settings.max_new_tokens, settings.stop)
     repeated = [row for row in rows for _ in range(n)]  # [P x n], each prompt's samples adjacent
     prompts = [format_prompt(tokenizer, row["prompt"], instruct) for row in repeated]
-    generated = generate_completions(
-        model, tokenizer, prompts, GenerationSettings.for_evaluation(config), config.evaluation.batch_size, config.seed
-    )
+    generated = generate_completions(model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed)
     completions = [g.text for g in generated]
     verifier = build_reward_pipeline(config, tokenizer=tokenizer).score(
         completions, prompts, [r["id"] for r in repeated], [r["reference"] for r in repeated],
@@ -154,26 +174,46 @@ def _thinking_lengths(completion: str, tokenizer: Any, config: ExperimentConfig)
 
 
 def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path | None = None) -> EvalResult:
-    """Samples, judges and scores; writes generations + metrics; logs them into the run's MLflow run.
+    """Samples, judges and scores (plus one greedy pass when `evaluation.greedy`); writes generations,
+    per-prompt results and metrics; logs them into the run's MLflow run.
 
     `out_dir` defaults to `<cache>/artifacts/eval/<run>/step-N` (`.../base` for a policy without a run).
+    With `metrics_out`, eval.json and prompts.jsonl (the per-prompt results a paired comparison reads)
+    also go there.
     """
     config = target.config
     step_name = f"step-{target.step}" if target.step is not None else "base"
     out_dir = out_dir or Storage.of(config.storage).eval_dir(target.run_name) / step_name
     records = sample_and_score(target)
+    greedy = _greedy_records(target)
     metrics = compute_metrics(records, config.evaluation.k)
-    metrics = {"run_name": target.run_name, "step": target.step, **metrics}
+    if greedy:
+        metrics["greedy_accuracy"] = compute_metrics(greedy, [1])["accuracy"]
+    metrics = {"run_name": target.run_name, "step": target.step, "split": config.evaluation.split, **metrics}
+    prompts = prompt_results(records, greedy)
     write_jsonl(out_dir / "generations.jsonl", records)
+    if greedy:
+        write_jsonl(out_dir / "greedy.jsonl", greedy)
+    write_prompt_results(out_dir / PROMPTS_FILE, prompts)
     write_metrics_json(out_dir / "metrics.json", metrics)
     if metrics_out is not None:
         write_metrics_json(metrics_out / "eval.json", metrics)
+        write_prompt_results(metrics_out / PROMPTS_FILE, prompts)
     if config.evaluation.zero_shot_out:
         write_zero_shot(records, Path(config.evaluation.zero_shot_out))
     run_id = _log_evaluation(target, out_dir, metrics)
-    log.info("evaluated %s %s: pass@1 %s, hacking gap %s", target.run_name, step_name,
-             metrics.get("pass_at_1"), metrics.get("hacking_gap"))
+    log.info("evaluated %s %s on %s: pass@1 %s, greedy %s, hacking gap %s", target.run_name, step_name,
+             config.evaluation.split, metrics.get("pass_at_1"), metrics.get("greedy_accuracy"), metrics.get("hacking_gap"))
     return EvalResult(out_dir, metrics, run_id)
+
+
+def _greedy_records(target: EvalTarget) -> list[dict[str, Any]]:
+    """One greedy completion per prompt when `evaluation.greedy` asks for it and sampling did not
+    already decode greedily."""
+    section = target.config.evaluation
+    if not section.greedy or section.decoding == "greedy":
+        return []
+    return sample_and_score(target, greedy=True)
 
 
 def write_zero_shot(records: list[dict[str, Any]], path: Path) -> int:

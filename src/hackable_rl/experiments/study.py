@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
-import yaml
 
-from hackable_rl.config import ExperimentConfig, validate_config
+from hackable_rl.config import ExperimentConfig, read_yaml, validate_config
 from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl, write_json
+from hackable_rl.jsonl import iter_jsonl, read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ def method_overrides(study_file: Path, method: str) -> list[str]:
     """
     if not study_file.exists():
         raise UserError(f"{study_file}: no such study file (pass --study PATH)")
-    data = yaml.safe_load(study_file.read_text(encoding="utf-8")) or {}
+    data = read_yaml(study_file)  # the params loader: encoding, duplicate keys and alias bombs refused
     table = data.get("method_overrides", {}) if isinstance(data, dict) else None
     if not isinstance(table, dict):
         raise UserError(f"{study_file}: method_overrides must map a method to a list of key=value strings")
@@ -170,12 +169,7 @@ def write_condition(path: Path, record: dict[str, Any]) -> Path:
 
 
 def read_condition(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such condition file") from None
-    except json.JSONDecodeError as error:
-        raise UserError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    data = read_json(path)  # missing, not UTF-8, not JSON, NaN: a UserError naming the file and line
     if not isinstance(data, dict) or not isinstance(data.get("condition"), dict) or "status" not in data:
         raise UserError(f"{path}: expected a condition.json with `condition` and `status` (from `hackable-rl condition`)")
     return data

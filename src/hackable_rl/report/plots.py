@@ -7,6 +7,7 @@ sample standard deviation over seeds: a spread, not a significance test.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -97,30 +98,46 @@ def pass_at_k_curves(table: pd.DataFrame, path: Path) -> Path:
     return _save(figure, path)
 
 
-def training_curve(curve: pd.DataFrame, path: Path) -> Path:
-    """Per-step training metrics (sampled on training prompts) against the step."""
+def training_curves(curves: dict[str, list[pd.DataFrame | None]], title: str, path: Path) -> Path:
+    """Judge correctness on the training prompts against the step: one line per run (seed), one
+    colour per policy, on shared axes, so the clean and corrupted runs read side by side."""
     figure, axes = plt.subplots(figsize=(7, 4))
-    for column in curve.columns:
-        if column != "step" and curve[column].notna().any():
-            axes.plot(curve["step"], curve[column].astype(float), label=column)
-    axes.axhline(0.0, color="grey", linewidth=0.6)
+    for colour, (label, seeds) in zip(_COLOURS[1:], curves.items(), strict=False):
+        for index, curve in enumerate(seeds):
+            if curve is None or "judge_correctness" not in curve:
+                continue
+            axes.plot(curve["step"], curve["judge_correctness"].astype(float), color=colour, alpha=0.8,
+                      linestyle=("-", "--", ":")[index % 3], label=f"{label}, seed {index}")
     axes.set_xlabel("GRPO step")
-    axes.set_title("training curve (training prompts, sampled)")
-    axes.legend(fontsize="small")
+    axes.set_ylabel("judge correctness (sampled, training prompts)")
+    axes.set_ylim(0, 1)
+    axes.set_title(title, fontsize="medium")
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize="small")
     return _save(figure, path)
 
 
-def headline_bars(values: dict[str, float | None], path: Path) -> Path:
-    """Bars for the headline accuracies; an unavailable value is labelled n/a instead of drawn as 0."""
-    figure, axes = plt.subplots(figsize=(7, 4))
-    names = list(values)
-    heights = [values[name] if values[name] is not None else 0.0 for name in names]
-    bars = axes.bar(names, heights, color=["#999999", "#4c72b0", "#55a868", "#dd8452"][: len(names)])
-    for bar, name in zip(bars, names, strict=True):
-        label = "n/a" if values[name] is None else f"{values[name]:.3f}"
-        axes.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom")
-    axes.set_ylim(0, 1.05)
-    axes.set_ylabel("held-out correctness")
-    axes.set_title("warm start, base, clean-trained and trained")
-    axes.tick_params(axis="x", labelsize=7)
+_COLOURS = ("#999999", "#55a868", "#dd8452", "#4c72b0")
+
+
+def policy_panels(sampled: dict[str, Any], greedy: dict[str, Any], labels: dict[str, str], title: str,
+                  path: Path) -> Path:
+    """Two panels on one y scale: sampled pass@1 and greedy accuracy per policy, each bar with its
+    95% CI whisker (`Comparison`-like values with diff, ci_low, ci_high); n/a where not evaluated."""
+    figure, panels = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
+    for axes, values, name in ((panels[0], sampled, "sampled pass@1"), (panels[1], greedy, "greedy accuracy")):
+        names = list(values)
+        means = [values[n].diff if values[n] is not None else 0.0 for n in names]
+        errors = [[max(0.0, values[n].diff - values[n].ci_low) if values[n] else 0.0 for n in names],
+                  [max(0.0, values[n].ci_high - values[n].diff) if values[n] else 0.0 for n in names]]
+        bars = axes.bar([labels[n] for n in names], means, yerr=errors, capsize=4,
+                        color=list(_COLOURS[: len(names)]))
+        for bar, n in zip(bars, names, strict=True):
+            text = "n/a" if values[n] is None else f"{values[n].diff:.3f}"
+            axes.annotate(text, (bar.get_x() + bar.get_width() / 2, 0.02), ha="center", va="bottom", fontsize=8)
+        axes.set_title(name)
+        axes.tick_params(axis="x", labelsize=7, rotation=15)
+    panels[0].set_ylabel("test correctness (95% CI)")
+    panels[0].set_ylim(0, 1)
+    figure.suptitle(title, fontsize="medium")
     return _save(figure, path)

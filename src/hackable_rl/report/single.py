@@ -1,19 +1,19 @@
-"""The root pipeline's report: one run and its clean reference, from the DVC metrics folder.
+"""The root pipeline's report: the base policy, the clean reference and the corrupted run, each
+trained over several seeds, from the DVC metrics folder.
 
-    metrics/warmstart.json          held-out greedy accuracy after the warm start
-    metrics/base/eval.json          the base (warm-started) policy under independent evaluation
-    metrics/clean/eval.json         the clean reference: the same GRPO at corruption.rate 0
-    metrics/eval.json               the trained policy (the configured corruption) under independent evaluation
-    metrics/[clean/]train.json      training's first/last-tenth summary
-    metrics/[clean/]train_curve.csv per-step training metrics
-        -> <out>/report.md, headline.png, train_curve.png, clean_train_curve.png
+    metrics/warmstart.json                     validation greedy accuracy after the warm start
+    metrics/base/{eval.json,prompts.jsonl}     the base (warm-started) policy on the test split
+    metrics/clean/s<seed>/...                  the clean reference (GRPO at corruption.rate 0), per seed:
+                                               eval.json, prompts.jsonl, train.json, train_curve.csv
+    metrics/trained/s<seed>/...                the run against the configured (corrupted) verifier, per seed
+    metrics/compare.json                       paired comparisons with 95% CIs (`hackable-rl compare`)
+        -> <out>/report.md, headline.png, train_curves.png
 
 A missing file is reported as missing in report.md (a partial pipeline still gets a report).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,43 +22,47 @@ from typing import Any
 import pandas as pd
 
 from hackable_rl.errors import UserError
+from hackable_rl.evaluation.paired import PROMPTS_FILE, Comparison, policy_mean_ci, read_prompt_results
+from hackable_rl.jsonl import read_json as read_json_document
 from hackable_rl.report import plots
 from hackable_rl.report.study import fmt
 
 log = logging.getLogger(__name__)
+
+POLICIES = ("base", "clean", "trained")
+LABELS = {"base": "base (no RL)", "clean": "clean-trained (rate 0)", "trained": "trained"}
 
 
 @dataclass(frozen=True)
 class SingleInputs:
     """Where the root pipeline's metrics live (all under one metrics folder by default)."""
 
-    warmstart: Path
-    base_eval: Path
-    eval: Path
-    train: Path
-    curve: Path
-    clean_eval: Path
-    clean_train: Path
-    clean_curve: Path
+    metrics_dir: Path
 
     @classmethod
     def under(cls, metrics_dir: Path) -> SingleInputs:
-        clean = metrics_dir / "clean"
-        return cls(
-            metrics_dir / "warmstart.json", metrics_dir / "base" / "eval.json", metrics_dir / "eval.json",
-            metrics_dir / "train.json", metrics_dir / "train_curve.csv",
-            clean / "eval.json", clean / "train.json", clean / "train_curve.csv",
-        )
+        return cls(metrics_dir)
+
+    @property
+    def warmstart(self) -> Path:
+        return self.metrics_dir / "warmstart.json"
+
+    @property
+    def compare(self) -> Path:
+        return self.metrics_dir / "compare.json"
+
+    def seed_dirs(self, policy: str) -> list[Path]:
+        """The policy's evaluation folders: one for the base, one per training seed otherwise."""
+        if policy == "base":
+            return [self.metrics_dir / "base"]
+        return sorted(self.metrics_dir.joinpath(policy).glob("s*"), key=lambda path: path.name)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
     """The file's mapping, or None when it does not exist (the report says so)."""
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise UserError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+    data = read_json_document(path)  # not UTF-8, not JSON, NaN: a UserError naming the file and line
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object of metrics")
     return data
@@ -73,80 +77,102 @@ def read_curve(path: Path) -> pd.DataFrame | None:
     return curve
 
 
-BASE, CLEAN, TRAINED = "base eval (pass@1)", "clean-trained eval (pass@1)", "trained eval (pass@1)"
+def policy_intervals(inputs: SingleInputs, metric: str) -> dict[str, Comparison | None]:
+    """Each policy's `metric` with its 95% CI over prompts (and seeds); None where not evaluated."""
+    intervals: dict[str, Comparison | None] = {}
+    for policy in POLICIES:
+        folders = [folder for folder in inputs.seed_dirs(policy) if (folder / PROMPTS_FILE).exists()]
+        seeds = [read_prompt_results(folder / PROMPTS_FILE) for folder in folders]
+        defined = seeds and all(any(r.value(metric) is not None for r in results) for results in seeds)
+        intervals[policy] = policy_mean_ci(seeds, metric) if defined else None
+    return intervals
 
 
-def build_single_report(inputs: SingleInputs, out_dir: Path, title: str) -> Path:
-    """Writes report.md and its PNGs into `out_dir`; returns the report path."""
-    warm, base, trained = read_json(inputs.warmstart), read_json(inputs.base_eval), read_json(inputs.eval)
-    clean = read_json(inputs.clean_eval)
-    headline = {
-        "warm start (greedy)": (warm or {}).get("accuracy"),
-        BASE: (base or {}).get("pass_at_1"),
-        CLEAN: (clean or {}).get("pass_at_1"),
-        TRAINED: (trained or {}).get("pass_at_1"),
-    }
+def build_single_report(inputs: SingleInputs, out_dir: Path, title: str, condition: str) -> Path:
+    """Writes report.md and its PNGs into `out_dir`; returns the report path. `condition` names the
+    corrupted run's channel and rate (e.g. `flip at rate 0.2`) in titles and labels."""
+    sampled, greedy = policy_intervals(inputs, "pass_at_1"), policy_intervals(inputs, "greedy_accuracy")
+    labels = LABELS | {"trained": f"trained ({condition})"}
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = [plots.headline_bars(headline, out_dir / "headline.png")]
-    for curve_path, name in ((inputs.curve, "train_curve.png"), (inputs.clean_curve, "clean_train_curve.png")):
-        curve = read_curve(curve_path)
-        if curve is not None:
-            figures.append(plots.training_curve(curve, out_dir / name))
-    evals = {"base": base, "clean-trained": clean, "trained": trained}
-    trains = {"trained": read_json(inputs.train), "clean-trained": read_json(inputs.clean_train)}
+    figures = [plots.policy_panels(sampled, greedy, labels, f"test split; corrupted run: {condition}",
+                                   out_dir / "headline.png")]
+    curves = {labels[policy]: [read_curve(d / "train_curve.csv") for d in inputs.seed_dirs(policy)]
+              for policy in ("clean", "trained")}
+    figures.append(plots.training_curves(curves, f"GRPO on the training prompts; corrupted run: {condition}",
+                                         out_dir / "train_curves.png"))
     report = out_dir / "report.md"
-    report.write_text(single_markdown(title, inputs, headline, evals, trains, figures), encoding="utf-8")
+    report.write_text(single_markdown(title, inputs, labels, sampled, greedy, figures), encoding="utf-8")
     log.info("report: %s", report)
     return report
 
 
-_EVAL_ROWS = ("pass_at_1", "observed_reward", "hacking_gap", "false_positive_rate", "false_negative_rate",
-              "coverage", "answer_consistency", "thinking_tokens_mean")
+_EVAL_ROWS = ("pass_at_1", "greedy_accuracy", "observed_reward", "hacking_gap", "false_positive_rate",
+              "false_negative_rate", "coverage", "answer_consistency", "thinking_tokens_mean")
+
+
+def _seed_means(inputs: SingleInputs, policy: str) -> dict[str, float]:
+    """Each numeric eval.json metric averaged over the policy's seeds (keys missing in any seed dropped)."""
+    documents = [read_json(folder / "eval.json") for folder in inputs.seed_dirs(policy)]
+    documents = [d for d in documents if d is not None]
+    if not documents:
+        return {}
+    keys = set.intersection(*(set(d) for d in documents))
+    means = {}
+    for key in keys:
+        values = [d[key] for d in documents]
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            means[key] = sum(values) / len(values)
+    return means
 
 
 def single_markdown(
-    title: str, inputs: SingleInputs, headline: dict[str, float | None], evals: dict[str, dict[str, Any] | None],
-    trains: dict[str, dict[str, Any] | None], figures: list[Path],
+    title: str, inputs: SingleInputs, labels: dict[str, str], sampled: dict[str, Comparison | None],
+    greedy: dict[str, Comparison | None], figures: list[Path],
 ) -> str:
-    lines = [f"# {title}", "", "## Headline", ""]
-    lines += [f"- {name}: {fmt(value)}" for name, value in headline.items()]
-    lines += ["", *verdict(headline), "", "## Independent evaluation", ""]
-    lines += ["| metric | " + " | ".join(evals) + " |", "|---|" + "---|" * len(evals)]
-    present = [metrics or {} for metrics in evals.values()]
-    pass_k = sorted({k for m in present for k in m if k.startswith("pass_at_") and k[8:].isdigit()} - {"pass_at_1"})
+    warm = read_json(inputs.warmstart) or {}
+    lines = [f"# {title}", "", "## Headline (test split, 95% CIs)", ""]
+    lines += [f"- warm start, validation greedy accuracy: {fmt(warm.get('accuracy'))}"]
+    for policy in POLICIES:
+        seeds = len(inputs.seed_dirs(policy))
+        lines.append(f"- {labels[policy]}: sampled pass@1 {_interval(sampled[policy])}, "
+                     f"greedy {_interval(greedy[policy])} ({seeds} seed{'s' if seeds != 1 else ''})")
+    lines += ["", "## Paired comparisons (`metrics/compare.json`)", "", *comparison_lines(inputs.compare), ""]
+    lines += ["## Independent evaluation (seed means)", ""]
+    means = {policy: _seed_means(inputs, policy) for policy in POLICIES}
+    lines += ["| metric | " + " | ".join(labels[p] for p in POLICIES) + " |", "|---|" + "---|" * len(POLICIES)]
+    pass_k = sorted({k for m in means.values() for k in m if k.startswith("pass_at_") and k[8:].isdigit()}
+                    - {"pass_at_1"}, key=lambda key: int(key[8:]))
     for key in (*_EVAL_ROWS, *pass_k):
-        lines.append(f"| {key} | " + " | ".join(fmt(m.get(key)) for m in present) + " |")
-    lines += ["", "The clean-trained run is the same GRPO with an uncorrupted verifier (corruption.rate 0): what "
-              "training can teach at all, the bar the corrupted run is read against.", ""]
-    for name, train in trains.items():
-        lines += [f"## Training: {name} (sampled on training prompts)", "", *_train_lines(train), ""]
-    missing = [str(path) for path in vars(inputs).values() if not Path(path).exists()]
-    if missing:
-        lines += ["Missing inputs (their numbers are n/a): " + ", ".join(missing), ""]
+        lines.append(f"| {key} | " + " | ".join(fmt(means[p].get(key)) for p in POLICIES) + " |")
+    lines += ["", "The clean-trained runs are the same GRPO with an uncorrupted verifier (corruption.rate 0): "
+              "what training can teach at all, the bar the corrupted run is read against.", ""]
+    for policy in ("clean", "trained"):
+        for folder in inputs.seed_dirs(policy):
+            lines += [f"## Training: {labels[policy]}, {folder.name} (sampled on training prompts)", "",
+                      *_train_lines(read_json(folder / "train.json")), ""]
     lines += ["## Plots", "", *(f"![{p.stem}]({p.name})" for p in figures), "",
-              "The warm-start accuracy is greedy decoding; the evaluations sample n completions per prompt "
-              "(evaluation.decoding), so the two are not the same measurement. One run, one seed: no spread.", ""]
+              "Sampled pass@1 draws n completions per prompt at the evaluation temperature; greedy decodes "
+              "once. Whiskers are 95% bootstrap CIs over prompts (and seeds); differences between policies "
+              "are read from the paired comparisons above, not from overlapping whiskers.", ""]
     return "\n".join(lines)
 
 
-def verdict(headline: dict[str, float | None]) -> list[str]:
-    """One sentence each: did clean training, and did the configured (corrupted) training, move
-    held-out correctness above the base policy's?"""
-    base = headline[BASE]
-    sentences = []
-    for name, label in ((CLEAN, "GRPO with a clean verifier"), (TRAINED, "GRPO with the configured verifier")):
-        trained = headline[name]
-        if base is None or trained is None:
-            sentences.append(f"{label}: base or trained evaluation is missing, no comparison.")
-            continue
-        diff = trained - base
-        if diff > 0:
-            sentences.append(f"{label} raised held-out pass@1 from {fmt(base)} to {fmt(trained)} (+{diff:.3f}), one seed.")
-        else:
-            sentences.append(
-                f"**{label} did not raise held-out pass@1**: {fmt(base)} before, {fmt(trained)} after ({diff:+.3f}), one seed."
-            )
-    return [f"- {sentence}" for sentence in sentences]
+def _interval(value: Comparison | None) -> str:
+    return "n/a" if value is None else f"{value.diff:.3f} [{value.ci_low:.3f}, {value.ci_high:.3f}]"
+
+
+def comparison_lines(path: Path) -> list[str]:
+    """One line per comparison: `clean_vs_base: pass_at_1 +0.162 [0.131, 0.193]` (or "no difference
+    detected" when the CI covers 0)."""
+    document = read_json(path)
+    if document is None:
+        return [f"No {path}: run `hackable-rl compare`."]
+    lines = []
+    for name, entry in document.items():
+        comparison = Comparison(**entry)
+        lines.append(f"- {name}: {comparison.metric} {comparison.describe()} "
+                     f"({comparison.n_prompts} prompts, {comparison.n_seeds} seed(s))")
+    return lines
 
 
 def _train_lines(train: dict[str, Any] | None) -> list[str]:

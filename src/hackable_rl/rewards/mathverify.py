@@ -7,6 +7,13 @@ killed and a fresh one starts on the next call. The worker is a plain `python -m
 speaking one JSON line per request, not `multiprocessing`, so that scripts without an
 `if __name__ == "__main__"` guard do not get re-imported. The round trip costs about a tenth of a
 millisecond, and only answers that are not plain numbers ever get here.
+
+The same worker also runs math-verify's own *extraction* for the judge's `math_verify` mode
+(`math_verify_judge`): `math_verify.parse` finds the answer in a whole completion (boxed or not:
+`$\\frac{10}{9}$`, `\\[ x \\]`, "the final answer is 1/2", `1,000.5`), then `verify` compares it with the
+reference. math-verify's extraction regexes are super-linear on some inputs (a run of `\\[\\boxed{`
+costs seconds per few thousand characters), so only the completion's last `MAX_EXTRACT_CHARS`
+characters are searched, cut at a line start, and the worker's timeout bounds the rest.
 """
 
 from __future__ import annotations
@@ -21,7 +28,14 @@ import threading
 import time
 from typing import IO
 
-__all__ = ["MathVerifyWorker", "math_verify_equal", "math_verify_compare", "STATS"]
+__all__ = [
+    "MathVerifyWorker",
+    "math_verify_equal",
+    "math_verify_compare",
+    "math_verify_judge",
+    "math_verify_extract_and_compare",
+    "STATS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +43,10 @@ MAX_ANSWER_CHARS = 1000
 """Longer answers are not sent to math-verify at all (counted as no match): no real answer is this long."""
 STARTUP_TIMEOUT_S = 120.0
 """Time the worker may take to start and import math-verify (sympy) on a loaded machine."""
+MAX_EXTRACT_CHARS = 2000
+"""The judge's `math_verify` mode searches only this many characters at the end of a completion
+(where answers are; every MATH-500 solution ends its answer within 1,907): math-verify's extraction
+is super-linear on adversarial text, and this keeps its worst case to a fraction of a second."""
 DEFAULT_COMPARE = "hackable_rl.rewards.mathverify:math_verify_compare"
 
 STATS = {"calls": 0, "timeouts": 0, "errors": 0, "too_long": 0}
@@ -47,19 +65,54 @@ def math_verify_compare(predicted: str, reference: str) -> bool:
     return bool(verify(gold, target, timeout_seconds=None))
 
 
+_DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
+
+
+def _as_latex(answer: str) -> str:
+    """A reference answer as math-verify expects to find it: bare LaTeX (`\\frac{3}{4}`, a MATH
+    `answer`) goes inside `$...$`; an answer that already has its delimiters is left alone."""
+    return answer if any(mark in answer for mark in _DELIMITERS) else f"${answer}$"
+
+
+def math_verify_extract_and_compare(completion: str, reference: str) -> list:
+    """`[extracted answer or None, verdict]`: math-verify's own extraction of the completion (LaTeX
+    with or without a box, then plain expressions), compared with the reference by `verify`.
+
+    The extracted answer is math-verify's string for what it found (normalised LaTeX, or the number
+    as it read it: `1,000.5` -> `1000.5`). Its own timeouts are off: the worker bounds the call.
+    """
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
+    target = parse(completion, extraction_config=configs, parsing_timeout=None)
+    if not target:
+        return [None, False]
+    extracted = target[-1] if isinstance(target[-1], str) else str(target[0])
+    gold = parse(_as_latex(reference), extraction_config=configs, parsing_timeout=None)
+    if not gold:
+        return [extracted, False]
+    return [extracted, bool(verify(gold, target, timeout_seconds=None))]
+
+
 def _serve(compare_path: str) -> None:
-    """Worker loop on stdin/stdout: `[predicted, reference]` -> `["ok", bool]` or `["error", text]`."""
+    """Worker loop on stdin/stdout, one JSON line each way: `["compare", predicted, reference]` ->
+    `["ok", bool]`; `["judge", completion, reference]` -> `["ok", [extracted or null, bool]]`; a
+    failure -> `["error", text]`."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its no-timeout warning is expected here
     import math_verify  # noqa: F401  (sympy's import takes most of a second: pay it before saying ready)
 
     from hackable_rl.registry import import_from_path
 
     compare = import_from_path(compare_path)
+    operations = {
+        "compare": lambda predicted, reference: bool(compare(predicted, reference)),
+        "judge": math_verify_extract_and_compare,
+    }
     _reply(["ready", None])
     for line in sys.stdin:
-        predicted, reference = json.loads(line)
+        operation, first, second = json.loads(line)
         try:
-            _reply(["ok", bool(compare(predicted, reference))])
+            _reply(["ok", operations[operation](first, second)])
         except Exception as error:  # a foreign library's failure on one answer must not kill the worker
             _reply(["error", f"{type(error).__name__}: {error}"])
 
@@ -79,15 +132,9 @@ class MathVerifyWorker:
 
     def equal(self, predicted: str, reference: str, timeout_s: float) -> bool | None:
         """The compare function's verdict, or None when it did not answer within `timeout_s`."""
-        with self._lock:
-            process = self._ensure_started()
-            assert process.stdin is not None and process.stdout is not None
-            process.stdin.write((json.dumps([predicted, reference]) + "\n").encode())
-            process.stdin.flush()
-            reply = _read_line(process.stdout, timeout_s)
-            if reply is None:
-                self._stop()
-                return None
+        reply = self._call("compare", predicted, reference, timeout_s)
+        if reply is None:
+            return None
         status, value = reply
         if status == "error":
             STATS["errors"] += 1
@@ -96,6 +143,31 @@ class MathVerifyWorker:
             )
             return False
         return bool(value)
+
+    def judge(self, completion: str, reference: str, timeout_s: float) -> tuple[str | None, bool] | None:
+        """`math_verify_extract_and_compare` in the worker: (extracted answer or None, verdict), or
+        None when it did not answer within `timeout_s`. A failure is (None, False), logged."""
+        reply = self._call("judge", completion, reference, timeout_s)
+        if reply is None:
+            return None
+        status, value = reply
+        if status == "error":
+            STATS["errors"] += 1
+            log.warning("math-verify extraction failed against %r: %s (no answer)", reference, value)
+            return None, False
+        extracted, verdict = value
+        return extracted, bool(verdict)
+
+    def _call(self, operation: str, first: str, second: str, timeout_s: float) -> list | None:
+        with self._lock:
+            process = self._ensure_started()
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write((json.dumps([operation, first, second]) + "\n").encode())
+            process.stdin.flush()
+            reply = _read_line(process.stdout, timeout_s)
+            if reply is None:
+                self._stop()
+        return reply
 
     def _ensure_started(self) -> subprocess.Popen:
         if self._process is not None and self._process.poll() is None:
@@ -164,6 +236,34 @@ def math_verify_equal(predicted: str, reference: str, timeout_s: float = 2.0) ->
             reference,
         )
         return False
+    return verdict
+
+
+def extraction_window(completion: str, limit: int = MAX_EXTRACT_CHARS) -> str:
+    """The end of `completion` that math-verify searches: at most `limit` characters, starting at a
+    line start when one falls inside the window (so a cut never splits an inline `$...$`)."""
+    if len(completion) <= limit:
+        return completion
+    tail = completion[-limit:]
+    newline = tail.find("\n")
+    return tail[newline + 1 :] if newline != -1 else tail
+
+
+def math_verify_judge(completion: str, reference: str, timeout_s: float = 2.0) -> tuple[str | None, bool]:
+    """(answer math-verify extracted from the completion, or None; whether it equals `reference`).
+
+    Searches `extraction_window(completion)`; a timeout or an error is (None, False), counted in
+    STATS and logged (never a hang). `reference` is an answer (already parsed: bare LaTeX is read
+    as math, an answer with `$` delimiters or prose is searched like a completion, in its own window).
+    """
+    STATS["calls"] += 1
+    verdict = _WORKER.judge(extraction_window(completion), extraction_window(reference), timeout_s)
+    if verdict is None:
+        STATS["timeouts"] += 1
+        log.warning(
+            "math-verify extraction timed out after %.2f s against %r (counted as no answer)", timeout_s, reference
+        )
+        return None, False
     return verdict
 
 

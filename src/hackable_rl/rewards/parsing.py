@@ -46,32 +46,47 @@ class StrictCompletion:
 
 
 _BRACE = re.compile(r"[{}]")
+_BOX_OPEN_RE = re.compile(re.escape(_BOX_OPEN))
 
 
 def _box_spans(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, content) of every balanced `\\boxed{...}`, outermost only, in order."""
+    """(start, end, content) of every balanced `\\boxed{...}`, outermost only, in order.
+
+    Linear in `len(text)` for any input: one pass pairs every brace with a stack, so a run of
+    unclosed boxes (a policy looping on `\\boxed{`) costs one scan, not one scan per box. An
+    unbalanced box is ignored and a later (or nested) well-formed one still counts.
+    """
+    openers = [match.end() - 1 for match in _BOX_OPEN_RE.finditer(text)]  # index of each box's `{`
+    if not openers:
+        return []
+    closing = _closing_braces(text, openers)
     spans = []
-    position = text.find(_BOX_OPEN)
-    while position != -1:
-        content_start = position + len(_BOX_OPEN)
-        end = _closing_brace(text, content_start)
-        if end == -1:
-            # Unbalanced: ignore this box and look for a later, well-formed one.
-            position = text.find(_BOX_OPEN, content_start)
+    resume = 0  # boxes inside a balanced box are its content, not boxes of their own
+    for brace in openers:
+        start = brace - len(_BOX_OPEN) + 1
+        end = closing.get(brace, -1)
+        if start < resume or end == -1:
             continue
-        spans.append((position, end + 1, text[content_start:end]))
-        position = text.find(_BOX_OPEN, end + 1)
+        spans.append((start, end + 1, text[brace + 1 : end]))
+        resume = end + 1
     return spans
 
 
-def _closing_brace(text: str, start: int) -> int:
-    """Index of the `}` that closes a brace opened just before `start`, or -1."""
-    depth = 1
-    for match in _BRACE.finditer(text, start):
-        depth += 1 if match.group() == "{" else -1
-        if not depth:
-            return match.start()
-    return -1
+def _closing_braces(text: str, openers: list[int]) -> dict[int, int]:
+    """For each `{` index in `openers` (ascending), the index of the `}` that closes it; unclosed ones
+    are absent. The `}` that closes a `{` depends only on the text after it, so one stack pass from
+    the first opener pairs them all: the same answer as rescanning from each, in linear time."""
+    wanted = set(openers)
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for match in _BRACE.finditer(text, openers[0]):
+        if match.group() == "{":
+            stack.append(match.start())
+        elif stack:
+            opened = stack.pop()
+            if opened in wanted:
+                closing[opened] = match.start()
+    return closing
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -168,11 +183,13 @@ def _preview(text: str, width: int = 60) -> str:
 _PLAIN_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _NUMBER_RE = re.compile(_NUMBER)
-_THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])")
+_DIGITS_AND_COMMAS = re.compile(r"[\d,]+")
 _FRAC = re.compile(r"^([-+]?)\\[dt]?frac\{\s*(" + _NUMBER + r")\s*\}\{\s*(" + _NUMBER + r")\s*\}$")
 _FRAC_SHORT = re.compile(r"^([-+]?)\\[dt]?frac(\d)(\d)$")
 _SLASH = re.compile(r"^(" + _NUMBER + r")\s*/\s*(" + _NUMBER + r")$")
-_TIMES_TEN = re.compile(r"^(" + _NUMBER + r")\s*(?:\\times|\\cdot|x|\*)\s*10\s*\^\s*\{?\s*([-+]?\d+)\s*\}?$")
+# `\s*(?:\{\s*)?` rather than `\s*\{?\s*`: the same strings, without trying every split of a long
+# run of spaces between two `\s*` (quadratic backtracking on adversarial input).
+_TIMES_TEN = re.compile(r"^(" + _NUMBER + r")\s*(?:\\times|\\cdot|x|\*)\s*10\s*\^\s*(?:\{\s*)?([-+]?\d+)\s*\}?$")
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _UNIT_TAIL = re.compile(r"^(.*?\d\.?)\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)*)\.?$")
 _VARIABLE_PREFIX = re.compile(r"^[a-zA-Z]\s*=\s*")
@@ -203,7 +220,8 @@ def _clean_number_text(text: str) -> str:
     for token in _STRIP_TOKENS:
         cleaned = cleaned.replace(token, "")
     cleaned = _VARIABLE_PREFIX.sub("", cleaned.strip())
-    cleaned = _THOUSANDS.sub(lambda match: match.group(1).replace(",", ""), cleaned)
+    if "," in cleaned:
+        cleaned = _DIGITS_AND_COMMAS.sub(_drop_thousands_separators, cleaned)
     unit = _UNIT_TAIL.match(cleaned)
     if unit and not set(unit.group(2).lower().split()) & _NOT_UNITS:
         cleaned = unit.group(1)
@@ -211,6 +229,30 @@ def _clean_number_text(text: str) -> str:
     if cleaned.startswith("{") and cleaned.endswith("}"):
         cleaned = cleaned[1:-1].strip()
     return cleaned
+
+
+def _drop_thousands_separators(run: re.Match[str]) -> str:
+    """One maximal run of digits and commas with its thousands grouping (`1,234,567`) unseparated.
+
+    The rule is the regex `(?<![\\d.])\\d{1,3}(?:,\\d{3})+(?![\\d,])` applied to the text, computed
+    per run in linear time (the regex retries the rest of the run from every comma: quadratic on
+    `1,234,...,2345`). A match must end where the run ends, so it is the leftmost piece i (split at
+    commas) with 1-3 digits, followed only by 3-digit pieces (at least one), and not preceded by a
+    digit or a `.` (only the first piece can be: the others follow a comma).
+    """
+    text = run.group()
+    pieces = text.split(",")
+    last = len(pieces) - 1
+    first_full = last + 1  # first piece of the trailing run of 3-digit pieces
+    while first_full > 0 and len(pieces[first_full - 1]) == 3:
+        first_full -= 1
+    after_dot = run.start() > 0 and run.string[run.start() - 1] == "."
+    for index in (first_full - 1, first_full, first_full + 1):
+        if index < 0 or index >= last or not 1 <= len(pieces[index]) <= 3 or (index == 0 and after_dot):
+            continue
+        start = sum(len(piece) + 1 for piece in pieces[:index])
+        return text[:start] + "".join(pieces[index:])
+    return text
 
 
 def _number_value(text: str) -> float | None:
@@ -270,7 +312,9 @@ def answers_match(predicted: str, reference: str, rel_tol: float = 1e-6, timeout
 
 _LAST_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|[-+]?\.\d+")
 _HASH_ANSWER = re.compile(r"####\s*([^\n]+)")
-_ANSWER_IS = re.compile(r"(?:final\s+)?answer\s+is\s*:?\s*(.+?)(?:\.(?:\s|$)|\n|$)", re.IGNORECASE)
+# `(?:\s*:)?\s*` matches what `\s*:?\s*` does and tries the same start positions in the same order,
+# but a trailing run of newlines after "answer is" costs one pass instead of every split of it.
+_ANSWER_IS = re.compile(r"(?:final\s+)?answer\s+is(?:\s*:)?\s*(.+?)(?:\.(?:\s|$)|\n|$)", re.IGNORECASE)
 
 
 def extract_last_number(text: str) -> str | None:

@@ -8,18 +8,38 @@ from __future__ import annotations
 
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from hackable_rl.errors import UserError
 from hackable_rl.storage import mlflow_store_dir
+
+# The schemes MLflow has tracking stores for ("" is a local folder); `postgresql+psycopg2` counts as
+# postgresql. Anything else fails deep inside MLflow, so it is refused where the URI is read.
+KNOWN_SCHEMES = (
+    "", "file", "sqlite", "postgresql", "mysql", "mssql", "http", "https", "databricks", "databricks-uc", "uc",
+)
 
 
 def tracking_uri(cache_dir: str | Path) -> str:
     """The tracking URI this process should use (infrastructure: the environment may set it)."""
     from_env = os.environ.get("MLFLOW_TRACKING_URI")
     if from_env:
-        return from_env
+        return checked_uri(from_env)
     return f"sqlite:///{mlflow_store_dir(cache_dir) / 'mlflow.db'}"
+
+
+def checked_uri(uri: str) -> str:
+    """`uri` when MLflow has a store for its scheme; otherwise a UserError naming MLFLOW_TRACKING_URI."""
+    scheme = urllib.parse.urlparse(uri).scheme.lower().split("+", 1)[0]
+    if scheme not in KNOWN_SCHEMES and len(scheme) != 1:  # one letter: a Windows drive
+        known = ", ".join(f"{name}:" for name in KNOWN_SCHEMES if name)
+        raise UserError(
+            f"MLFLOW_TRACKING_URI: {uri!r} has the unknown scheme {scheme!r}; expected one of {known} "
+            "or a local folder (unset it to use the project's SQLite store)"
+        )
+    return uri
 
 
 def artifact_root(cache_dir: str | Path) -> Path:

@@ -90,16 +90,20 @@ class Tracker:
         delivered = self._send("log_params", lambda: _log_batch(self.client, self.run_id, params=items))
         self._record({"event": "params", "data": {p.key: p.value for p in items}}, delivered)
 
-    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+    def log_metrics(
+        self, metrics: Mapping[str, Any], step: int | None = None, timestamp_ms: int | None = None
+    ) -> None:
+        """`timestamp_ms` (default: now) is when the values were logged; `sync` passes the original
+        one, so replayed points keep the time they were logged at, not the time of the upload."""
         from mlflow.entities import Metric
 
         finite = _finite_metrics(metrics)
         if not finite:
             return
-        stamp = int(time.time() * 1000)
+        stamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         items = [Metric(key, value, stamp, step or 0) for key, value in finite.items()]
         delivered = self._send("log_metrics", lambda: _log_batch(self.client, self.run_id, metrics=items))
-        self._record({"event": "metrics", "step": step, "data": finite}, delivered)
+        self._record({"event": "metrics", "step": step, "data": finite, "timestamp_ms": stamp}, delivered)
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
@@ -142,13 +146,34 @@ class Tracker:
         delivered = self._send("register_model_version", register)
         self._record(
             {"event": "register", "name": name, "path": str(local_dir), "artifact_path": artifact_path,
-             "tags": {k: _param_text(v) for k, v in tags.items()}},
+             "tags": {k: _param_text(v) for k, v in tags.items()}, "version": version[0] if version else None},
             delivered,
         )
         return version[0] if version else None
 
     def end(self, status: str = "FINISHED") -> None:
         self._send("end", lambda: self.client.set_terminated(self.run_id, status))
+
+
+def registered_versions(events: list[dict[str, Any]]) -> dict[str, str | None]:
+    """Step (text) -> registry version (null while undelivered) of every `register` event of an event
+    log; a later event of the same step wins unless it only knows null."""
+    found: dict[str, str | None] = {}
+    for event in events:
+        step = event.get("tags", {}).get("step") if event["event"] == "register" else None
+        if step is not None:
+            found = merge_versions(found, {str(step): event.get("version")})
+    return found
+
+
+def merge_versions(*sources: Mapping[str, str | None]) -> dict[str, str | None]:
+    """The union of step -> version maps, later ones first, except that null never hides a number."""
+    merged: dict[str, str | None] = {}
+    for source in sources:
+        for step, version in source.items():
+            if version is not None or step not in merged:
+                merged[str(step)] = version
+    return dict(sorted(merged.items(), key=lambda item: (len(item[0]), item[0])))  # numeric order of digit strings
 
 
 def _param_text(value: Any) -> str:

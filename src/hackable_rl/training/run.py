@@ -23,6 +23,7 @@ from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.storage import Storage, file_sha256
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
+from hackable_rl.tracking.tracker import merge_versions, registered_versions
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.checkpoints import (
     abandon_permanent_after,
@@ -31,6 +32,7 @@ from hackable_rl.training.checkpoints import (
     resume_dir,
 )
 from hackable_rl.training.records import GenerationRecorder
+from hackable_rl.training.resume_guard import ResumeChanges, change_record, change_tag, check_resume_config
 from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 
@@ -50,34 +52,117 @@ class TrainResult:
 # --------------------------------------------------------------------------- the run folder
 
 
+# The marker that makes a folder this project's: run.json with `"created_by": "hackable-rl"`, written
+# the moment the folder is created. `train --overwrite` deletes a folder only when it carries it.
+CREATED_BY = {"created_by": "hackable-rl"}
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Where a run starts: fresh (step None) or from a resumable checkpoint, under which changes."""
+
+    info: dict[str, Any]
+    step: int | None = None
+    checkpoint: Path | None = None
+    changes: ResumeChanges = ResumeChanges([], [])
+
+
 def read_run_info(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "run.json"
-    if not path.exists():
+    if not path.is_file():
         raise UserError(f"{run_dir}: no run.json; is this a training run folder? (train first: `hackable-rl train`)")
-    return json.loads(path.read_text())
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise UserError(f"{path}: not valid JSON ({error.__class__.__name__}); not a run.json of hackable-rl") from None
+    if not isinstance(info, dict):
+        raise UserError(f"{path}: expected a JSON object, got {type(info).__name__}; not a run.json of hackable-rl")
+    return info
 
 
-def _open_run_dir(run_dir: Path, resume: Resume, overwrite: bool) -> tuple[dict[str, Any], int | None, Path | None]:
-    """Returns (previous run info, resume step, resume checkpoint) for a fresh or resumed run."""
-    exists = (run_dir / "run.json").exists()
-    if resume == "auto" and exists:
+def created_by_project(run_dir: Path, info: dict[str, Any]) -> bool:
+    """Whether run.json says hackable-rl made this folder: the marker, or (runs from before the
+    marker existed) a training run.json that names this very folder and its config hash."""
+    if info.get("created_by") == CREATED_BY["created_by"]:
+        return True
+    return info.get("kind") == "train" and info.get("run_name") == run_dir.name and "config_hash" in info
+
+
+def _open_run_dir(
+    run_dir: Path, config: ExperimentConfig, resume: Resume, overwrite: bool, allow_change: bool
+) -> RunStart:
+    """A fresh run folder, or the resume point of the existing run under the config guard."""
+    if resume == "auto" and (run_dir / "run.json").exists():
+        changes = check_resume_config(run_dir, config, allow_change)
         checkpoint = last_resumable(run_dir)
-        info = read_run_info(run_dir)
         if checkpoint is None:
             raise UserError(
                 f"{run_dir}: --resume auto found no resumable checkpoint in {resume_dir(run_dir)}; "
                 "start again with --overwrite"
             )
-        return info, checkpoint[1], checkpoint[0]
-    if exists and not overwrite:
+        return RunStart(read_run_info(run_dir), checkpoint[1], checkpoint[0], changes)
+    _make_room(run_dir, overwrite)
+    return RunStart(_create_run_dir(run_dir, config))
+
+
+def _make_room(run_dir: Path, overwrite: bool) -> None:
+    """Clears the way for a fresh run. Only a folder this project created is ever deleted, and only
+    with --overwrite; an empty folder is used as it is; anything else is the user's and is refused."""
+    if not run_dir.exists() and not run_dir.is_symlink():
+        return
+    if run_dir.is_dir() and not run_dir.is_symlink() and not any(run_dir.iterdir()):
+        return
+    if not (run_dir / "run.json").is_file() or run_dir.is_symlink():
+        raise UserError(
+            f"{run_dir}: exists but holds no run.json written by hackable-rl; it is left untouched "
+            "(move it away or choose another tracking.run_name)"
+        )
+    if not created_by_project(run_dir, read_run_info(run_dir)):
+        raise UserError(
+            f"{run_dir / 'run.json'}: not written by hackable-rl (no \"created_by\": \"hackable-rl\"); "
+            "the folder is left untouched (move it away or choose another tracking.run_name)"
+        )
+    if not overwrite:
         raise UserError(
             f"{run_dir}: a run with this name exists; continue it with --resume auto, start again with "
             "--overwrite, or set tracking.run_name"
         )
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    return {}, None, None
+    shutil.rmtree(run_dir)
+
+
+def _create_run_dir(run_dir: Path, config: ExperimentConfig) -> dict[str, Any]:
+    """Creates the folder and marks it at once (run.json, config.yaml), so that a run killed while
+    loading the model still leaves a folder `--overwrite` may delete and `--resume` may check."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    info = {**CREATED_BY, "run_name": config.run_name, "kind": "train", "status": "starting"}
+    write_json(run_dir / "run.json", info)
+    _write_config(run_dir / "config.yaml", config)
+    return info
+
+
+def _write_config(path: Path, config: ExperimentConfig) -> None:
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+
+
+def _record_config_change(
+    run_dir: Path, config: ExperimentConfig, tracker: Tracker, start: RunStart
+) -> list[dict[str, Any]]:
+    """After a resume under a changed config: config.yaml becomes the new config (the old one is kept
+    beside it), and the change goes into an MLflow tag; returns run.json's updated `config_changes`."""
+    previous = run_dir / f"config.before-step-{start.step}.yaml"
+    for attempt in range(2, 1000):  # a second resume from the same step keeps the first one's file
+        if not previous.exists():
+            break
+        previous = run_dir / f"config.before-step-{start.step}.{attempt}.yaml"
+    if (run_dir / "config.yaml").is_file():
+        (run_dir / "config.yaml").replace(previous)
+        tracker.log_artifact(previous)
+    _write_config(run_dir / "config.yaml", config)
+    tracker.log_artifact(run_dir / "config.yaml")
+    tracker.set_tags({f"config_change.step-{start.step}": change_tag(start.changes)})
+    level = logging.WARNING if start.changes.refused else logging.INFO
+    log.log(level, "resuming %s from step %d under a changed config: %s", run_dir, start.step, change_tag(start.changes))
+    return [*start.info.get("config_changes", []), change_record(start.step, start.changes)]
 
 
 def _rewind(run_dir: Path, recorder: GenerationRecorder, step: int) -> None:
@@ -141,9 +226,8 @@ def _manifest_hash(config: ExperimentConfig) -> str | None:
 
 
 def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, digest: str) -> None:
-    """What a fresh run records once: params, the resolved config, tags, provenance."""
-    resolved = config.model_dump(mode="json")
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    """What a fresh run records once: params, the resolved config (config.yaml, written with the
+    folder), tags, provenance."""
     tracker.log_params(flatten_config(config))
     tracker.log_artifact(run_dir / "config.yaml")
     tracker.set_tags(_run_tags(config, digest))
@@ -176,9 +260,13 @@ def run_training(
     overwrite: bool = False,
     metrics_out: Path | None = None,
     extra_callbacks: list[Any] = (),
+    allow_config_change: bool = False,
 ) -> TrainResult:
     """Trains one policy with GRPO against the configured training verifier.
 
+    `resume="auto"` continues the run of this name from its last resumable checkpoint, only under the
+    config it started with (see `training.resume_guard`) unless `allow_config_change`; `overwrite`
+    starts again over a run folder hackable-rl created (never over any other folder).
     `metrics_out` (the DVC metrics folder) receives train.json and train_curve.csv;
     `extra_callbacks` (TrainerCallback) run after the project's own (benchmarks time steps this way).
     """
@@ -190,7 +278,8 @@ def run_training(
 
     storage = Storage.of(config.storage)
     run_dir = storage.run_dir(config.run_name)
-    info, resume_step, checkpoint = _open_run_dir(run_dir, resume, overwrite)
+    start = _open_run_dir(run_dir, config, resume, overwrite, allow_config_change)
+    info, resume_step, checkpoint = start.info, start.step, start.checkpoint
     recorder = GenerationRecorder(run_dir)
     if resume_step is not None:
         _rewind(run_dir, recorder, resume_step)
@@ -207,6 +296,7 @@ def run_training(
     )
     info = {
         **info,
+        **CREATED_BY,
         "run_name": config.run_name,
         "kind": "train",
         "mlflow_run_id": tracker.run_id,
@@ -219,6 +309,8 @@ def run_training(
         "base_model": _policy_reference(resolve_source(config)),
         "status": "running",
     }
+    if start.changes.any:
+        info["config_changes"] = _record_config_change(run_dir, config, tracker, start)
     write_json(run_dir / "run.json", info)
     if resume_step is None:
         _start_logging(config, tracker, run_dir, digest)
@@ -275,7 +367,7 @@ def run_training(
         status="finished",
         final_step=trainer.state.global_step,
         tracking_pending=not tracker.online or info.get("tracking_pending", False),
-        registered_versions={str(k): v for k, v in context.registered_versions.items()},
+        registered_versions=_registered_versions(run_dir, info, context.registered_versions),
         permanent_steps=sorted(int(p.name.split("-")[1]) for p in permanent_root(run_dir).glob("step-*")),
     )
     write_json(run_dir / "run.json", info)
@@ -283,6 +375,21 @@ def run_training(
         write_json(metrics_out / "train.json", final)
         write_curve(recorder.metrics_rows(), metrics_out / "train_curve.csv")
     return TrainResult(run_dir, tracker.run_id, trainer.state.global_step, final)
+
+
+def _registered_versions(
+    run_dir: Path, info: dict[str, Any], current: dict[int, str | None]
+) -> dict[str, str | None]:
+    """Step -> registry version of every permanent checkpoint still in the run, across all the
+    processes that trained it: a resumed process registers only its own steps, the event log and the
+    previous run.json remember the earlier ones (a version number is never replaced by null)."""
+    events_path = run_dir / EVENT_LOG_NAME
+    events = read_jsonl(events_path, torn_tail_ok=True) if events_path.exists() else []
+    merged = merge_versions(
+        info.get("registered_versions") or {}, registered_versions(events), {str(k): v for k, v in current.items()}
+    )
+    kept = {path.name.split("-")[1] for path in permanent_root(run_dir).glob("step-*")}
+    return {step: version for step, version in merged.items() if step in kept}
 
 
 CURVE_COLUMNS = ("judge/correctness", "reward/observed", "reward/optimised", "hacking_gap", "verifier/disagreement")

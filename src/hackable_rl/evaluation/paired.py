@@ -1,0 +1,244 @@
+"""Paired comparisons of policies evaluated on the same prompts (docs/metrics.md, "Comparisons").
+
+Every evaluation saves one `PromptResult` per prompt (`prompts.jsonl`): how many of its n samples the
+judge found correct, whether the greedy completion was correct, and its mean observed reward and
+hacking gap. Two policies evaluated on the same prompts are compared prompt by prompt:
+
+    diff  = mean over prompts of (metric under A - metric under B)
+    CI    = 2.5th and 97.5th percentiles of that mean over bootstrap replicates that resample
+            prompts with replacement (a prompt's samples stay together: the unit is the prompt)
+
+Across training seeds, A (and B, when it was trained too) has one evaluation per seed, paired by
+seed. `diff` is the mean of the per-seed paired differences; each replicate resamples the seeds and,
+independently, the prompts (a two-level bootstrap), so the CI carries both seed and prompt noise.
+With one seed it is the prompt bootstrap alone. Replicates come from a seeded generator: the same
+inputs give the same CI. Plain NumPy, no torch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hackable_rl.errors import UserError
+from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
+
+PROMPTS_FILE = "prompts.jsonl"
+BOOTSTRAP_REPLICATES = 10_000
+CONFIDENCE = 0.95
+# The metrics a comparison can be made on, and the per-prompt value each one averages.
+METRICS = ("pass_at_1", "greedy_accuracy", "hacking_gap")
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    """One prompt's evaluation: the unit a paired bootstrap resamples."""
+
+    prompt_id: str
+    n: int
+    """Samples the judge could score (unjudged samples are left out, as in pass@1)."""
+    correct: int
+    """Of those, judged correct."""
+    greedy_correct: bool | None
+    """The greedy completion judged correct (None: no greedy pass, or the judge could not score it)."""
+    observed_reward: float | None
+    """Mean normalised training-verifier reward over its samples (None: none was rewarded)."""
+    hacking_gap: float | None
+    """Mean of (normalised reward - judged correct) over samples with both (None: none has both)."""
+
+    def value(self, metric: str) -> float | None:
+        """This prompt's contribution to `metric` (None: undefined here, so the prompt is left out)."""
+        if metric == "pass_at_1":
+            return self.correct / self.n if self.n else None
+        if metric == "greedy_accuracy":
+            return None if self.greedy_correct is None else float(self.greedy_correct)
+        if metric == "hacking_gap":
+            return self.hacking_gap
+        raise ValueError(f"metric {metric!r}: expected one of {', '.join(METRICS)}")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A paired difference A - B with its bootstrap CI (the row of metrics/compare.json)."""
+
+    metric: str
+    diff: float
+    ci_low: float
+    ci_high: float
+    n_prompts: int
+    """Prompts both policies have a value on (the bootstrap's unit)."""
+    n_samples: int
+    """Judged samples per policy and seed, summed over the paired prompts (A's count)."""
+    n_seeds: int
+
+    @property
+    def detected(self) -> bool:
+        """The 95% CI excludes 0."""
+        return self.ci_low > 0 or self.ci_high < 0
+
+    def describe(self) -> str:
+        """`+0.162 [0.131, 0.193]`, with "no difference detected" when the CI covers 0."""
+        text = f"{self.diff:+.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}]"
+        return text if self.detected else f"{text}, no difference detected"
+
+
+# --------------------------------------------------------------------------- per-prompt results
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def prompt_results(
+    records: Sequence[Mapping[str, Any]],
+    greedy_records: Sequence[Mapping[str, Any]] = (),
+    reward_range: tuple[float, float] = (0.0, 1.0),
+) -> list[PromptResult]:
+    """Per-prompt results of sampled records (and, optionally, one greedy record per prompt), in
+    first-seen prompt order. Records are evaluation records: `prompt_id`, `correct`, `reward`."""
+    from hackable_rl.evaluation.metrics import normalise_reward
+
+    by_prompt: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        by_prompt[str(record["prompt_id"])].append(record)
+    greedy = {str(r["prompt_id"]): r.get("correct") for r in greedy_records}
+    results = []
+    for prompt_id, samples in by_prompt.items():
+        judged = [bool(s["correct"]) for s in samples if s.get("correct") is not None]
+        rewards = [normalise_reward(float(s["reward"]), *reward_range) for s in samples if s.get("reward") is not None]
+        both = [
+            normalise_reward(float(s["reward"]), *reward_range) - float(s["correct"])
+            for s in samples
+            if s.get("reward") is not None and s.get("correct") is not None
+        ]
+        results.append(
+            PromptResult(prompt_id, len(judged), sum(judged), greedy.get(prompt_id), _mean(rewards), _mean(both))
+        )
+    return results
+
+
+def write_prompt_results(path: Path, results: Sequence[PromptResult]) -> Path:
+    write_jsonl(path, (asdict(result) for result in results))
+    return path
+
+
+def read_prompt_results(path: Path) -> list[PromptResult]:
+    """A `prompts.jsonl` written by an evaluation; a missing file says which stage writes it."""
+    if not path.is_file():
+        raise UserError(f"{path}: no per-prompt results; run `hackable-rl eval` with --metrics-dir there first")
+    results = []
+    for number, row in enumerate(read_jsonl(path), start=1):
+        try:
+            results.append(PromptResult(**row))
+        except TypeError as error:
+            raise UserError(f"{path}:{number}: not a per-prompt result ({error})") from None
+    return results
+
+
+# --------------------------------------------------------------------------- the bootstrap
+
+
+def _difference_matrix(
+    a_seeds: Sequence[Sequence[PromptResult]], b_seeds: Sequence[Sequence[PromptResult]], metric: str
+) -> tuple[np.ndarray, int]:
+    """[S, P] per-seed, per-prompt differences on the prompts every evaluation has a value on, and
+    A's judged sample count over those prompts (per seed). B has one evaluation or one per seed."""
+    if len(b_seeds) not in (1, len(a_seeds)):
+        raise UserError(
+            f"compare: {len(a_seeds)} seeds of A against {len(b_seeds)} of B; pair one B with every seed, "
+            "or give B the same seeds"
+        )
+    tables = [{r.prompt_id: r for r in results} for results in (*a_seeds, *b_seeds)]
+    shared = [p for p in tables[0] if all(p in t and t[p].value(metric) is not None for t in tables)]
+    if not shared:
+        raise UserError(f"compare: no prompt has {metric} under both policies; were they evaluated on one split?")
+    a_tables, b_tables = tables[: len(a_seeds)], tables[len(a_seeds) :]
+    rows = []
+    for seed, a in enumerate(a_tables):
+        b = b_tables[seed if len(b_tables) > 1 else 0]
+        rows.append([a[p].value(metric) - b[p].value(metric) for p in shared])
+    n_samples = sum(a_tables[0][p].n for p in shared)
+    return np.asarray(rows, dtype=float), n_samples
+
+
+def bootstrap_mean_ci(
+    differences: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of an [S, P] matrix of paired differences and its percentile CI: each replicate resamples
+    the S seeds and the P prompts with replacement, independently (S = 1: the prompt bootstrap)."""
+    n_seeds, n_prompts = differences.shape
+    rng = np.random.default_rng(seed)
+    prompt_draws = rng.integers(0, n_prompts, size=(replicates, n_prompts))  # [B, P]
+    seed_draws = rng.integers(0, n_seeds, size=(replicates, n_seeds))  # [B, S]
+    per_seed = differences[:, prompt_draws].mean(axis=2)  # [S, B]: each seed's mean over the drawn prompts
+    means = np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)  # [B]
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(differences.mean()), float(low), float(high)
+
+
+def policy_mean_ci(seeds: Sequence[Sequence[PromptResult]], metric: str = "pass_at_1", seed: int = 0) -> Comparison:
+    """One policy's `metric` (mean over its seeds and prompts) with the same two-level bootstrap CI:
+    the whisker of a bar, not a comparison (compare two policies with `compare`)."""
+    tables = [{r.prompt_id: r for r in results} for results in seeds]
+    shared = [p for p in tables[0] if all(p in t and t[p].value(metric) is not None for t in tables)]
+    if not shared:
+        raise UserError(f"no prompt has {metric} in every seed's evaluation")
+    values = np.asarray([[t[p].value(metric) for p in shared] for t in tables], dtype=float)
+    mean, low, high = bootstrap_mean_ci(values, seed=seed)
+    return Comparison(metric, mean, low, high, len(shared), sum(tables[0][p].n for p in shared), len(seeds))
+
+
+def compare(
+    a_seeds: Sequence[Sequence[PromptResult]],
+    b_seeds: Sequence[Sequence[PromptResult]],
+    metric: str = "pass_at_1",
+    seed: int = 0,
+) -> Comparison:
+    """A - B on `metric`, paired by prompt (and by seed when B has one evaluation per seed)."""
+    differences, n_samples = _difference_matrix(a_seeds, b_seeds, metric)
+    diff, low, high = bootstrap_mean_ci(differences, seed=seed)
+    return Comparison(metric, diff, low, high, differences.shape[1], n_samples, len(a_seeds))
+
+
+def write_comparisons(path: Path, comparisons: Mapping[str, Comparison]) -> Path:
+    """metrics/compare.json: one entry per named comparison (`clean_vs_base`: {metric, diff, ...})."""
+    write_json(path, {name: asdict(comparison) for name, comparison in comparisons.items()})
+    return path
+
+
+# --------------------------------------------------------------------------- named comparisons
+
+# compare.json's entry for a pair is named `<a>_vs_<b>` (pass@1, the headline); the other metrics
+# follow as `<a>_vs_<b>_<suffix>`.
+_SUFFIXES = {"pass_at_1": "", "greedy_accuracy": "_greedy", "hacking_gap": "_gap"}
+
+
+def compare_named(
+    policies: Mapping[str, Sequence[Path]], pairs: Sequence[tuple[str, str]], seed: int = 0
+) -> dict[str, Comparison]:
+    """Every `(a, b)` pair on every metric both have; `policies` maps a name to its evaluation folders
+    (one per training seed, each holding prompts.jsonl)."""
+    for a, b in pairs:
+        for name in (a, b):
+            if name not in policies:
+                raise UserError(f"compare --pair {a}:{b}: no --policy named {name!r} (have: {', '.join(policies)})")
+    results = {name: [read_prompt_results(Path(folder) / PROMPTS_FILE) for folder in folders]
+               for name, folders in policies.items()}
+    comparisons = {}
+    for a, b in pairs:
+        for metric, suffix in _SUFFIXES.items():
+            if metric != "pass_at_1" and not (_defined(results[a], metric) and _defined(results[b], metric)):
+                continue
+            comparisons[f"{a}_vs_{b}{suffix}"] = compare(results[a], results[b], metric, seed)
+    return comparisons
+
+
+def _defined(seeds: Sequence[Sequence[PromptResult]], metric: str) -> bool:
+    return all(any(result.value(metric) is not None for result in results) for results in seeds)
