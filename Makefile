@@ -32,7 +32,8 @@ run: $(STAMP)
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
-# Real-model and long runs (SmolLM2 GGUF, the pipeline end to end).
+# The `slow` tests only: SmolLM2-135M from the shipped GGUF on CPU (load and generate, 2 GRPO + LoRA
+# steps with the capability gate, one full fine-tuning step); a few minutes on 2 cores. CI runs it after `test`.
 test-slow: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m slow
 

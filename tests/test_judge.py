@@ -99,7 +99,9 @@ def test_unparseable_reference_is_not_judged_and_never_correct():
 
 
 def test_unknown_extract_mode_is_refused():
-    with pytest.raises(ValueError, match="extract: expected one of strict, boxed, cascade, got 'last'"):
+    with pytest.raises(
+        ValueError, match="extract: expected one of strict, boxed, cascade, math_verify, auto, got 'last'"
+    ):
         judge_completion("x", "1", extract="last")
 
 
@@ -202,7 +204,9 @@ def test_bad_rows_name_file_and_line_and_leave_existing_output_alone(tmp_path, l
 
 def test_judge_file_refuses_unknown_extract_mode(tmp_path):
     write_jsonl(tmp_path / "in.jsonl", [{"completion": "1", "reference": "1"}])
-    with pytest.raises(UserError, match="--extract: expected one of strict, boxed, cascade, got 'lenient'"):
+    with pytest.raises(
+        UserError, match="--extract: expected one of strict, boxed, cascade, math_verify, auto, got 'lenient'"
+    ):
         judge_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", extract="lenient")
 
 
@@ -219,10 +223,13 @@ def test_cli_judge_prints_summary_and_writes_rows(tmp_path):
         ],
     )
     args = ["judge", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out.jsonl")]
+    # The default (auto) is strict for '#### N' references; the unparseable row is read by math-verify.
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "│    3 │      2 │       1 │   0.5000 │           1 │         2 │" in result.output
+    assert "│    3 │      2 │       1 │   0.5000 │           1 │         1 │" in result.output
     assert [row["correct"] for row in read_jsonl(tmp_path / "out.jsonl")] == [True, False, None]
+    strict = CliRunner().invoke(app, [*args, "--extract", "strict"])
+    assert "│    3 │      2 │       1 │   0.5000 │           1 │         2 │" in strict.output
     lenient = CliRunner().invoke(app, [*args, "--extract", "boxed"])
     assert "│    3 │      2 │       2 │   1.0000 │           1 │         0 │" in lenient.output
 

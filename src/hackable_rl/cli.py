@@ -189,10 +189,24 @@ def judge(
     ] = "reference",
     extract: Annotated[
         str,
-        typer.Option(help="strict (format required), boxed (last box) or cascade (box, ####, 'answer is', last number)."),
-    ] = "strict",
+        typer.Option(
+            help="How the answer is found. auto (default): strict for GSM8K '#### N' references, math_verify "
+            "for MATH-style ones (a \\boxed solution or a bare answer). strict: the training format only "
+            "(one think block, one box). boxed: the last box. cascade: box, ####, 'answer is', last number. "
+            "math_verify: math-verify's own extraction, boxed or not ($\\frac{10}{9}$, $[0,1)$, 'the final "
+            "answer is 1/2'), over the completion's end. See docs/metrics.md."
+        ),
+    ] = "auto",
     rel_tol: Annotated[float, typer.Option(help="Relative tolerance of numeric comparison.")] = 1e-6,
     timeout_s: Annotated[float, typer.Option(help="Per-call math-verify timeout in seconds.")] = 2.0,
+    decimal_comma: Annotated[
+        bool,
+        typer.Option(
+            "--decimal-comma",
+            help="Numbers use a decimal comma: 1,22 is 1.22 and 1.234,5 is 1234.5 (then a comma never groups "
+            "thousands, and a pair (1,2) reads as 1.2). Off: 1,222 is 1222.",
+        ),
+    ] = False,
 ) -> None:
     """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
     from rich.console import Console
@@ -205,7 +219,9 @@ def judge(
     _check_range("--timeout-s", timeout_s, 0.01, 600.0)
     _check_output(output, "--output")
     summary = run_user_action(
-        lambda: judge_file(input, output, completion_field, reference_field, extract, rel_tol, timeout_s)
+        lambda: judge_file(
+            input, output, completion_field, reference_field, extract, rel_tol, timeout_s, decimal_comma=decimal_comma
+        )
     )
     table = Table(title=f"judged {input} -> {output} ({extract})")
     for column in ("rows", "judged", "correct", "accuracy", "unparseable", "no answer"):
@@ -356,6 +372,39 @@ def eval_command(
         target = runs.target_from_model(cfg, model)
     result = run_user_action(lambda: runs.evaluate(target, metrics_dir, out_dir))
     _print_eval(result)
+
+
+@app.command(
+    "seeds", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def seeds_command(
+    ctx: typer.Context,
+    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated training seeds, e.g. 0,1.")],
+    parallel: Annotated[int, typer.Option("--parallel", help="Seeds run at once (threads split between them).")] = 2,
+    log_dir: Annotated[Path, typer.Option("--log-dir", help="Where each seed's console log goes.")] = Path(
+        "cache/logs"
+    ),
+) -> None:
+    """Run one command (train, eval, ...) once per seed, side by side: `hackable-rl seeds --seeds 0,1 --
+    train --metrics-dir metrics/clean` writes metrics/clean/s0 and metrics/clean/s1."""
+    from hackable_rl.experiments.seeds import log_tail, run_side_by_side, seed_runs
+
+    values = run_user_action(lambda: _parse_seeds(seeds))
+    _check_range("--parallel", parallel, 1, 64)
+    runs = run_user_action(lambda: seed_runs(list(ctx.args), values, parallel, log_dir))
+    codes = run_side_by_side(runs, parallel)
+    for run in runs:
+        status = "ok" if codes[run.seed] == 0 else f"FAILED (exit {codes[run.seed]}): {log_tail(run.log)}"
+        typer.echo(f"seed {run.seed}: {status}; log {run.log}")
+    if any(codes.values()):
+        raise typer.Exit(code=max(codes.values()))
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"seeds --seeds {text!r}: expected comma-separated integers, e.g. 0,1") from None
 
 
 @app.command("compare")

@@ -516,8 +516,10 @@ class EvaluationConfig(Section):
     """Sampling temperature in evaluation."""
     top_p: Annotated[float, _in_range(0.0, 1.0)] = 1.0
     """Nucleus mass in evaluation."""
-    extract: Literal["strict", "boxed", "cascade"] = "strict"
-    """How the judge extracts an answer: strict format only, last box, or a cascade of fallbacks."""
+    extract: Literal["strict", "boxed", "cascade", "math_verify", "auto"] = "strict"
+    """How the judge extracts an answer: strict format only (the training format: the default here),
+    last box, a cascade of fallbacks, math-verify's own extraction (boxed or not), or auto (strict for
+    GSM8K `#### N` references, math_verify otherwise); see docs/metrics.md."""
     zero_shot_out: str | None = None
     """When set, also write the frozen zero-shot JSONL (prompt id -> correctness, thinking length)."""
 

@@ -2,13 +2,23 @@
 
 It scores generations for analysis only. It imports clean parsing and comparison code and nothing
 from `hackable_rl.verifiers.corruption`, so no corruption channel or flawed checker can leak into
-the numbers it reports. Three ways to find the completion's answer:
+the numbers it reports. Ways to find the completion's answer (`extract`):
 
-- `strict` (the default): the completion must be exactly one thinking block then one boxed answer
-  (spec section 2); anything else, including several boxed answers (hedging), is wrong.
+- `strict`: the completion must be exactly one thinking block then one boxed answer
+  (spec section 2); anything else, including several boxed answers (hedging), is wrong. This is
+  the clean training checker itself: the check for the training format.
 - `boxed`: the last `\\boxed{...}` anywhere in the completion.
 - `cascade`: the boxed answer, then a `#### N` line, then "the answer is", then the last number;
   for outputs of models that were never taught the format.
+- `math_verify`: math-verify's own extraction (`math_verify.parse` with its LaTeX and expression
+  configs) over the end of the completion, boxed or not (`$\\frac{10}{9}$`, `\\[ [0,1) \\]`, "the final
+  answer is 1/2"), compared with math-verify's `verify`; in the math-verify worker, under `timeout_s`.
+- `auto` (the default): `strict` for GSM8K-style references (`... #### N`, this project's training
+  format), `MATH_EXTRACT` for MATH-style ones (a `\\boxed{}` solution or a bare answer): the mode
+  that agrees best with MATH-500's answers (measured in `benchmarks/bench_judge_agreement.py`).
+
+`decimal_comma` reads `1,22` as 1.22 in the completion and the reference (see
+`rewards.parsing.read_decimal_commas`); off by default, where a comma groups thousands.
 
 A reference that cannot be parsed is an error in the data: the completion is not judged
 (`correct` None) and the reason says why; it is never scored as correct.
@@ -25,6 +35,7 @@ from typing import Any, Literal
 
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import iter_jsonl, write_jsonl
+from hackable_rl.rewards.mathverify import math_verify_judge
 from hackable_rl.rewards.parsing import (
     answers_match,
     extract_all_boxed,
@@ -32,14 +43,18 @@ from hackable_rl.rewards.parsing import (
     extract_boxed,
     parse_reference,
     parse_strict,
+    read_decimal_commas,
 )
 from hackable_rl.verifiers.checkers import CheckerOptions, clean_checker
 from hackable_rl.verifiers.types import Example, Verdict
 
 log = logging.getLogger(__name__)
 
-Extract = Literal["strict", "boxed", "cascade"]
-EXTRACT_MODES: tuple[str, ...] = ("strict", "boxed", "cascade")
+Extract = Literal["strict", "boxed", "cascade", "math_verify", "auto"]
+EXTRACT_MODES: tuple[str, ...] = ("strict", "boxed", "cascade", "math_verify", "auto")
+DEFAULT_EXTRACT: Extract = "auto"
+MATH_EXTRACT: Extract = "math_verify"
+"""What `auto` uses for MATH-style references: the mode that agrees best with MATH-500's labels."""
 ADDED_FIELDS = ("correct", "parsed", "reason")
 
 
@@ -106,16 +121,39 @@ def _extract_cascade(completion: str) -> tuple[str | None, str]:
     return answer, method
 
 
+def _extract_math_verify(completion: str, timeout_s: float = 2.0) -> tuple[str | None, str]:
+    answer, _ = math_verify_judge(completion, None, timeout_s=timeout_s)
+    if answer is None or not answer.strip():
+        return None, "no answer found by math-verify"
+    return answer, "math_verify"
+
+
+def resolve_extract(extract: Extract, reference: str) -> Extract:
+    """The concrete mode for one row: `auto` is `strict` for a GSM8K-style reference (`#### N`) and
+    `MATH_EXTRACT` for anything else (a MATH `\\boxed{}` solution or a bare answer)."""
+    if extract != "auto":
+        return extract
+    return "strict" if "####" in reference else MATH_EXTRACT
+
+
 def extract_answer(
-    completion: str, extract: Extract = "strict", open_tag: str = "<think>", close_tag: str = "</think>"
+    completion: str,
+    extract: Extract = "strict",
+    open_tag: str = "<think>",
+    close_tag: str = "</think>",
+    reference: str = "",
 ) -> tuple[str | None, str]:
-    """(answer or None, how it was found / why not) under one extraction mode."""
+    """(answer or None, how it was found / why not) under one extraction mode (`auto` needs the
+    reference to choose)."""
+    extract = resolve_extract(extract, reference) if extract in EXTRACT_MODES else extract
     if extract == "strict":
         return _extract_strict(completion, open_tag, close_tag)
     if extract == "boxed":
         return _extract_boxed(completion)
     if extract == "cascade":
         return _extract_cascade(completion)
+    if extract == "math_verify":
+        return _extract_math_verify(completion)
     raise ValueError(f"extract: expected one of {', '.join(EXTRACT_MODES)}, got {extract!r}")
 
 
@@ -134,19 +172,31 @@ def _parsed_reference(reference: str) -> tuple[str | None, str]:
 def judge_completion(
     completion: str,
     reference: str,
-    extract: Extract = "strict",
+    extract: Extract = DEFAULT_EXTRACT,
     rel_tol: float = 1e-6,
     timeout_s: float = 2.0,
     open_tag: str = "<think>",
     close_tag: str = "</think>",
+    decimal_comma: bool = False,
 ) -> Judgment:
     """Judges one completion against a reference (GSM8K `#### N`, a MATH `\\boxed{}` solution, or a bare answer).
 
-    rel_tol: relative tolerance of numeric comparison; timeout_s: per-call limit of math-verify
-    (a comparison that runs out of time counts as no match).
+    rel_tol: relative tolerance of numeric comparison (math-verify's `verify`, in `math_verify`
+    mode, rounds to 6 decimals instead); timeout_s: per-call limit of math-verify (a comparison
+    that runs out of time counts as no match); decimal_comma: read `1,22` as 1.22 on both sides.
     """
-    answer, how = extract_answer(completion, extract, open_tag, close_tag)
+    if extract not in EXTRACT_MODES:
+        raise ValueError(f"extract: expected one of {', '.join(EXTRACT_MODES)}, got {extract!r}")
+    if decimal_comma:
+        completion, reference = read_decimal_commas(completion), read_decimal_commas(reference)
+    extract = resolve_extract(extract, reference)
     expected, problem = _parsed_reference(reference)
+    if extract == "math_verify":
+        # A MATH solution goes to math-verify whole: it reads all of its boxes (`\\boxed{1}, \\boxed{2}`
+        # is the set {1, 2}), where `parse_reference` keeps the last one.
+        gold = reference if expected is not None and "\\boxed" in reference else expected
+        return _judge_math_verify(completion, gold, expected, problem, timeout_s)
+    answer, how = extract_answer(completion, extract, open_tag, close_tag)
     if expected is None:
         return Judgment(correct=None, parsed=answer, reason=f"unparseable reference: {problem}")
     if extract == "strict":
@@ -159,6 +209,22 @@ def judge_completion(
     if answers_match(answer, expected, rel_tol=rel_tol, timeout_s=timeout_s):
         return Judgment(correct=True, parsed=answer, reason=f"match ({how})")
     return Judgment(correct=False, parsed=answer, reason=f"mismatch ({how}): expected {expected}")
+
+
+def _judge_math_verify(
+    completion: str, gold: str | None, expected: str | None, problem: str, timeout_s: float
+) -> Judgment:
+    """math-verify extracts and compares in one worker call (the parsed reference stays there)."""
+    answer, same = math_verify_judge(completion, gold, timeout_s=timeout_s)
+    if answer is not None and not answer.strip():
+        answer = None
+    if expected is None:
+        return Judgment(correct=None, parsed=answer, reason=f"unparseable reference: {problem}")
+    if answer is None:
+        return Judgment(correct=False, parsed=None, reason="no answer found by math-verify")
+    if same:
+        return Judgment(correct=True, parsed=answer, reason="match (math_verify)")
+    return Judgment(correct=False, parsed=answer, reason=f"mismatch (math_verify): expected {expected}")
 
 
 def _from_verdict(verdict: Verdict, how: str, expected: str) -> Judgment:
@@ -232,11 +298,12 @@ def judge_file(
     output: str | Path,
     completion_field: str = "completion",
     reference_field: str = "reference",
-    extract: Extract = "strict",
+    extract: Extract = DEFAULT_EXTRACT,
     rel_tol: float = 1e-6,
     timeout_s: float = 2.0,
     open_tag: str = "<think>",
     close_tag: str = "</think>",
+    decimal_comma: bool = False,
 ) -> JudgeSummary:
     """Judges a JSONL of completions and writes it back with correct/parsed/reason added.
 
@@ -255,6 +322,7 @@ def judge_file(
         timeout_s=timeout_s,
         open_tag=open_tag,
         close_tag=close_tag,
+        decimal_comma=decimal_comma,
     )
     write_jsonl(output, rows)
     summary = summarise(rows)

@@ -137,6 +137,10 @@ def single_markdown(
         lines.append(f"- {labels[policy]}: sampled pass@1 {_interval(sampled[policy])}, "
                      f"greedy {_interval(greedy[policy])} ({seeds} seed{'s' if seeds != 1 else ''})")
     lines += ["", "## Paired comparisons (`metrics/compare.json`)", "", *comparison_lines(inputs.compare), ""]
+    if "flip" in labels["trained"]:
+        lines += ["Under random flips the hacking gap restates accuracy (its expectation is p(1 - 2 acc) for "
+                  "flip rate p): the `_gap` rows restate the accuracy differences, they are not evidence of "
+                  "hacking.", ""]
     lines += ["## Independent evaluation (seed means)", ""]
     means = {policy: _seed_means(inputs, policy) for policy in POLICIES}
     lines += ["| metric | " + " | ".join(labels[p] for p in POLICIES) + " |", "|---|" + "---|" * len(POLICIES)]

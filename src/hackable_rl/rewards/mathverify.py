@@ -12,8 +12,9 @@ The same worker also runs math-verify's own *extraction* for the judge's `math_v
 (`math_verify_judge`): `math_verify.parse` finds the answer in a whole completion (boxed or not:
 `$\\frac{10}{9}$`, `\\[ x \\]`, "the final answer is 1/2", `1,000.5`), then `verify` compares it with the
 reference. math-verify's extraction regexes are super-linear on some inputs (a run of `\\[\\boxed{`
-costs seconds per few thousand characters), so only the completion's last `MAX_EXTRACT_CHARS`
-characters are searched, cut at a line start, and the worker's timeout bounds the rest.
+costs seconds per few thousand characters; 1 MB of `\\boxed{` about half a minute), so it searches the
+completion's last `MAX_EXTRACT_CHARS` characters first and, only when nothing is found there, the
+last `MAX_EXTRACT_CHARS_WIDE`; the worker's timeout bounds the rest.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import select
 import subprocess
 import sys
@@ -44,9 +46,11 @@ MAX_ANSWER_CHARS = 1000
 STARTUP_TIMEOUT_S = 120.0
 """Time the worker may take to start and import math-verify (sympy) on a loaded machine."""
 MAX_EXTRACT_CHARS = 2000
-"""The judge's `math_verify` mode searches only this many characters at the end of a completion
-(where answers are; every MATH-500 solution ends its answer within 1,907): math-verify's extraction
-is super-linear on adversarial text, and this keeps its worst case to a fraction of a second."""
+"""The judge's `math_verify` mode first searches this many characters at the end of a completion,
+where answers are (every MATH-500 solution ends its answer within 1,907 characters)."""
+MAX_EXTRACT_CHARS_WIDE = 32000
+"""...and, when nothing was found there, this many (about an 8k-token completion): a model that
+states its answer and then rambles on is still read, and no input is searched whole."""
 DEFAULT_COMPARE = "hackable_rl.rewards.mathverify:math_verify_compare"
 
 STATS = {"calls": 0, "timeouts": 0, "errors": 0, "too_long": 0}
@@ -65,30 +69,55 @@ def math_verify_compare(predicted: str, reference: str) -> bool:
     return bool(verify(gold, target, timeout_seconds=None))
 
 
-_DELIMITERS = ("$", "\\(", "\\[", "\\boxed")
+_DELIMITERS = ("\\(", "\\[", "\\boxed")
+_DOLLAR = re.compile(r"(?<!\\)\$")
+# Sentence punctuation written inside the closing delimiter, as MATH solutions do (`$\\pi.$`,
+# `\\[x = 5.\\]`): math-verify cannot parse `\\pi.` and falls back to a stray number. `$` must follow
+# the mark directly and be followed by a space, punctuation or the end (else it may open math);
+# `\\,` `\\;` `\\:` are LaTeX spaces, not punctuation.
+_PUNCTUATION_IN_MATH = re.compile(r"(?<=\S)(?<!\\)([.,;:])(?:(\$\$?)(?=\s|$|[.,;:!?)\]])|([ \t]*)(\\[)\]]))")
 
 
 def _as_latex(answer: str) -> str:
     """A reference answer as math-verify expects to find it: bare LaTeX (`\\frac{3}{4}`, a MATH
-    `answer`) goes inside `$...$`; an answer that already has its delimiters is left alone."""
-    return answer if any(mark in answer for mark in _DELIMITERS) else f"${answer}$"
+    `answer`, `\\$18.90`) goes inside `$...$`; an answer that already has its delimiters is left alone."""
+    if _DOLLAR.search(answer) or any(mark in answer for mark in _DELIMITERS):
+        return answer
+    return f"${answer}$"
 
 
-def math_verify_extract_and_compare(completion: str, reference: str) -> list:
+def _punctuation_out_of_math(text: str) -> str:
+    """`$\\pi.$` -> `$\\pi$.`, `\\[x = 5.\\]` -> `\\[x = 5\\].` (see `_PUNCTUATION_IN_MATH`)."""
+    return _PUNCTUATION_IN_MATH.sub(
+        lambda m: f"{m.group(2)}{m.group(1)}" if m.group(2) else f"{m.group(3)}{m.group(4)}{m.group(1)}", text
+    )
+
+
+def math_verify_extract_and_compare(completion: str, reference: str | None) -> list:
     """`[extracted answer or None, verdict]`: math-verify's own extraction of the completion (LaTeX
-    with or without a box, then plain expressions), compared with the reference by `verify`.
+    with or without a box, then plain expressions), compared with the reference by `verify`
+    (no reference: extraction only, verdict False).
 
-    The extracted answer is math-verify's string for what it found (normalised LaTeX, or the number
-    as it read it: `1,000.5` -> `1000.5`). Its own timeouts are off: the worker bounds the call.
+    Searches `extraction_window(completion)` first and the whole `completion` (the caller sends at
+    most `MAX_EXTRACT_CHARS_WIDE`) only when that finds nothing. The extracted answer is
+    math-verify's string for what it found (normalised LaTeX, or the number as it read it:
+    `1,000.5` -> `1000.5`). Its own timeouts are off: the worker bounds the call.
     """
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
     configs = [LatexExtractionConfig(), ExprExtractionConfig()]
-    target = parse(completion, extraction_config=configs, parsing_timeout=None)
+    window = extraction_window(completion)
+    target = parse(_punctuation_out_of_math(window), extraction_config=configs, parsing_timeout=None)
+    if not target and len(window) < len(completion):
+        target = parse(_punctuation_out_of_math(completion), extraction_config=configs, parsing_timeout=None)
     if not target:
         return [None, False]
     extracted = target[-1] if isinstance(target[-1], str) else str(target[0])
-    gold = parse(_as_latex(reference), extraction_config=configs, parsing_timeout=None)
+    if reference is None:
+        return [extracted, False]
+    gold = parse(
+        _punctuation_out_of_math(_as_latex(reference)), extraction_config=configs, parsing_timeout=None
+    )
     if not gold:
         return [extracted, False]
     return [extracted, bool(verify(gold, target, timeout_seconds=None))]
@@ -144,7 +173,9 @@ class MathVerifyWorker:
             return False
         return bool(value)
 
-    def judge(self, completion: str, reference: str, timeout_s: float) -> tuple[str | None, bool] | None:
+    def judge(
+        self, completion: str, reference: str | None, timeout_s: float
+    ) -> tuple[str | None, bool] | None:
         """`math_verify_extract_and_compare` in the worker: (extracted answer or None, verdict), or
         None when it did not answer within `timeout_s`. A failure is (None, False), logged."""
         reply = self._call("judge", completion, reference, timeout_s)
@@ -158,7 +189,7 @@ class MathVerifyWorker:
         extracted, verdict = value
         return extracted, bool(verdict)
 
-    def _call(self, operation: str, first: str, second: str, timeout_s: float) -> list | None:
+    def _call(self, operation: str, first: str, second: str | None, timeout_s: float) -> list | None:
         with self._lock:
             process = self._ensure_started()
             assert process.stdin is not None and process.stdout is not None
@@ -239,29 +270,38 @@ def math_verify_equal(predicted: str, reference: str, timeout_s: float = 2.0) ->
     return verdict
 
 
-def extraction_window(completion: str, limit: int = MAX_EXTRACT_CHARS) -> str:
-    """The end of `completion` that math-verify searches: at most `limit` characters, starting at a
-    line start when one falls inside the window (so a cut never splits an inline `$...$`)."""
-    if len(completion) <= limit:
-        return completion
-    tail = completion[-limit:]
-    newline = tail.find("\n")
-    return tail[newline + 1 :] if newline != -1 else tail
+def extraction_window(text: str, limit: int = MAX_EXTRACT_CHARS) -> str:
+    """The end of `text` that math-verify searches: at most `limit` characters. A cut inside a
+    `$...$` (an odd number of unescaped `$` before it) moves past the next `$`, so that the window's
+    dollars pair up as they do in the whole text. Linear time."""
+    if len(text) <= limit:
+        return text
+    start = len(text) - limit
+    if len(_DOLLAR.findall(text, 0, start)) % 2:
+        after = _DOLLAR.search(text, start)
+        start = after.end() if after else len(text)
+    return text[start:]
 
 
-def math_verify_judge(completion: str, reference: str, timeout_s: float = 2.0) -> tuple[str | None, bool]:
+def math_verify_judge(
+    completion: str, reference: str | None, timeout_s: float = 2.0
+) -> tuple[str | None, bool]:
     """(answer math-verify extracted from the completion, or None; whether it equals `reference`).
 
-    Searches `extraction_window(completion)`; a timeout or an error is (None, False), counted in
-    STATS and logged (never a hang). `reference` is an answer (already parsed: bare LaTeX is read
-    as math, an answer with `$` delimiters or prose is searched like a completion, in its own window).
+    Searches the end of the completion (see `math_verify_extract_and_compare`); a timeout or an
+    error is (None, False), counted in STATS and logged (never a hang). `reference` is an answer
+    (bare LaTeX is read as math) or a text with delimiters or boxes (a MATH solution, `$[0,1)$`),
+    which math-verify searches like a completion; None extracts only (the verdict is then False).
     """
     STATS["calls"] += 1
-    verdict = _WORKER.judge(extraction_window(completion), extraction_window(reference), timeout_s)
+    gold = None if reference is None else extraction_window(reference, MAX_EXTRACT_CHARS_WIDE)
+    verdict = _WORKER.judge(extraction_window(completion, MAX_EXTRACT_CHARS_WIDE), gold, timeout_s)
     if verdict is None:
         STATS["timeouts"] += 1
         log.warning(
-            "math-verify extraction timed out after %.2f s against %r (counted as no answer)", timeout_s, reference
+            "math-verify extraction timed out after %.2f s against %r (counted as no answer)",
+            timeout_s,
+            reference,
         )
         return None, False
     return verdict

@@ -26,6 +26,7 @@ __all__ = [
     "answers_match",
     "extract_last_number",
     "extract_answer_cascade",
+    "read_decimal_commas",
 ]
 
 _BOX_OPEN = "\\boxed{"
@@ -56,9 +57,14 @@ def _box_spans(text: str) -> list[tuple[int, int, str]]:
     unclosed boxes (a policy looping on `\\boxed{`) costs one scan, not one scan per box. An
     unbalanced box is ignored and a later (or nested) well-formed one still counts.
     """
-    openers = [match.end() - 1 for match in _BOX_OPEN_RE.finditer(text)]  # index of each box's `{`
-    if not openers:
+    first = text.find(_BOX_OPEN)
+    if first == -1:
         return []
+    if text.find(_BOX_OPEN, first + len(_BOX_OPEN)) == -1:  # the common case: one box, one scan
+        content_start = first + len(_BOX_OPEN)
+        end = _closing_brace(text, content_start)
+        return [] if end == -1 else [(first, end + 1, text[content_start:end])]
+    openers = [match.end() - 1 for match in _BOX_OPEN_RE.finditer(text, first)]  # each box's `{`
     closing = _closing_braces(text, openers)
     spans = []
     resume = 0  # boxes inside a balanced box are its content, not boxes of their own
@@ -70,6 +76,16 @@ def _box_spans(text: str) -> list[tuple[int, int, str]]:
         spans.append((start, end + 1, text[brace + 1 : end]))
         resume = end + 1
     return spans
+
+
+def _closing_brace(text: str, start: int) -> int:
+    """Index of the `}` that closes a brace opened just before `start`, or -1."""
+    depth = 1
+    for match in _BRACE.finditer(text, start):
+        depth += 1 if match.group() == "{" else -1
+        if not depth:
+            return match.start()
+    return -1
 
 
 def _closing_braces(text: str, openers: list[int]) -> dict[int, int]:
@@ -189,7 +205,9 @@ _FRAC_SHORT = re.compile(r"^([-+]?)\\[dt]?frac(\d)(\d)$")
 _SLASH = re.compile(r"^(" + _NUMBER + r")\s*/\s*(" + _NUMBER + r")$")
 # `\s*(?:\{\s*)?` rather than `\s*\{?\s*`: the same strings, without trying every split of a long
 # run of spaces between two `\s*` (quadratic backtracking on adversarial input).
-_TIMES_TEN = re.compile(r"^(" + _NUMBER + r")\s*(?:\\times|\\cdot|x|\*)\s*10\s*\^\s*(?:\{\s*)?([-+]?\d+)\s*\}?$")
+_TIMES_TEN = re.compile(
+    r"^(" + _NUMBER + r")\s*(?:\\times|\\cdot|x|\*)\s*10\s*\^\s*(?:\{\s*)?([-+]?\d+)\s*\}?$"
+)
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _UNIT_TAIL = re.compile(r"^(.*?\d\.?)\s*([a-zA-Z]+(?:\s+[a-zA-Z]+)*)\.?$")
 _VARIABLE_PREFIX = re.compile(r"^[a-zA-Z]\s*=\s*")
@@ -253,6 +271,22 @@ def _drop_thousands_separators(run: re.Match[str]) -> str:
         start = sum(len(piece) + 1 for piece in pieces[:index])
         return text[:start] + "".join(pieces[index:])
     return text
+
+
+# A number with a decimal comma: `1,22`, `0,111`, `1000,99`, `1.234,5` (dots group thousands). Not
+# part of a longer run such as the list `1,2,3` or `1,000.5` (a digit, `,` or `.` before it; a
+# digit, `,` or `.digit` after it).
+_DECIMAL_COMMA = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})+|\d+),(\d+)(?![\d,]|\.\d)")
+
+
+def read_decimal_commas(text: str) -> str:
+    """`text` with every decimal-comma number rewritten with a decimal point: `1,22` -> `1.22`,
+    `1.234,5` -> `1234.5`. For data written that way (the judge's `decimal_comma` option): a comma
+    between two digit runs then never groups thousands (`1,222` is 1.222) and a pair `(1,2)` reads
+    as `(1.2)`, so it is off by default. Linear time."""
+    if "," not in text:
+        return text
+    return _DECIMAL_COMMA.sub(lambda match: f"{match.group(1).replace('.', '')}.{match.group(2)}", text)
 
 
 def _number_value(text: str) -> float | None:

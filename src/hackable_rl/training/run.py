@@ -25,6 +25,7 @@ from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
 from hackable_rl.tracking.tracker import merge_versions, registered_versions
 from hackable_rl.training.callback import RunCallback, RunContext
+from hackable_rl.training.capability import check_capability, log_capability
 from hackable_rl.training.checkpoints import (
     abandon_permanent_after,
     last_resumable,
@@ -286,6 +287,7 @@ def run_training(
     set_seed(config.seed)  # Python, NumPy and torch
 
     model, tokenizer = load_policy(config)
+    capability = check_capability(config, model, tokenizer, run_dir)  # refuses a policy too weak for GRPO
     is_instruct = is_instruct_policy(config, tokenizer)
     dataset = _dataset(config, tokenizer, is_instruct)
     pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
@@ -307,6 +309,7 @@ def run_training(
         "corruption_rate": config.corruption.rate,
         "seed": config.seed,
         "base_model": _policy_reference(resolve_source(config)),
+        "capability": capability,
         "status": "running",
     }
     if start.changes.any:
@@ -314,6 +317,7 @@ def run_training(
     write_json(run_dir / "run.json", info)
     if resume_step is None:
         _start_logging(config, tracker, run_dir, digest)
+        log_capability(tracker, capability)
     else:
         log.info("resuming %s from step %d (%s)", config.run_name, resume_step, checkpoint)
 
