@@ -45,25 +45,35 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     _run(["dvc", "repro"], repo)
 
     assert (repo / "cache/datasets/arith/manifest.json").exists()
+    for split in ("train", "validation", "test", "sft"):
+        assert (repo / f"cache/datasets/arith/{split}.jsonl").exists(), split
     assert (repo / "cache/models/tiny-arith/model.safetensors").exists()
-    run_dir = repo / "cache/artifacts/runs/baseline-flip-r0.2-s0"
-    assert (run_dir / "generations/step-00002.jsonl").exists()
-    assert (run_dir / "checkpoints/permanent/step-1/model.safetensors").exists()
-    assert (repo / "cache/artifacts/eval/main/generations.jsonl").exists()
-    clean_dir = repo / "cache/artifacts/clean-runs/baseline-flip-r0-s0"  # the clean reference
-    assert (clean_dir / "generations/step-00002.jsonl").exists()
-    assert all(record["member.m0.reward"] == record["member.m0.clean_reward"]
-               for record in map(json.loads, (clean_dir / "generations/step-00002.jsonl").open()))
-    for name in ("warmstart.json", "train.json", "eval.json", "base/eval.json", "train_curve.csv",
-                 "clean/train.json", "clean/eval.json", "clean/train_curve.csv"):
+    for seed in (0, 1):  # two training seeds per condition, side by side
+        run_dir = repo / f"cache/artifacts/runs/baseline-flip-r0.2-s{seed}"
+        assert (run_dir / "generations/step-00002.jsonl").exists()
+        assert (run_dir / "checkpoints/permanent/step-1/model.safetensors").exists()
+        assert (repo / f"cache/artifacts/eval/trained/s{seed}/generations.jsonl").exists()
+        clean_dir = repo / f"cache/artifacts/clean-runs/baseline-flip-r0-s{seed}"  # the clean reference
+        assert all(record["member.m0.reward"] == record["member.m0.clean_reward"]
+                   for record in map(json.loads, (clean_dir / "generations/step-00002.jsonl").open()))
+        for policy in ("clean", "trained"):
+            for name in ("train.json", "eval.json", "prompts.jsonl", "train_curve.csv"):
+                assert (repo / "metrics" / policy / f"s{seed}" / name).exists(), (policy, seed, name)
+    for name in ("warmstart.json", "base/eval.json", "base/prompts.jsonl"):
         assert (repo / "metrics" / name).exists(), name
     assert (repo / "reports/report.md").exists()
-    assert json.loads((repo / "metrics/eval.json").read_text())["n_prompts"] == 4
+    evaluated = json.loads((repo / "metrics/trained/s0/eval.json").read_text())
+    assert evaluated["n_prompts"] == 4 and evaluated["split"] == "test"
+    compared = json.loads((repo / "metrics/compare.json").read_text())
+    for name in ("clean_vs_base", "trained_vs_base", "trained_vs_clean"):
+        entry = compared[name]
+        assert entry["metric"] == "pass_at_1" and entry["n_prompts"] == 4 and entry["n_seeds"] == 2
+        assert entry["ci_low"] <= entry["diff"] <= entry["ci_high"]
 
     client = MlflowClient(f"sqlite:///{repo / 'cache/mlflow/mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("tests").experiment_id])
     kinds = sorted(run.data.tags["hackable_rl.kind"] for run in runs)
-    assert kinds == ["eval", "train", "train", "warmstart"]
+    assert kinds == ["eval", "train", "train", "train", "train", "warmstart"]
     trained = next(run for run in runs if run.data.tags["hackable_rl.kind"] == "train"
                    and run.data.tags["corruption.rate"] == "0.2")
     assert "eval/pass_at_1" in trained.data.metrics
@@ -74,7 +84,7 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     output = _run(["dvc", "exp", "run", "-S", "corruption.rate=0.4"], repo)
     for unchanged in ("prepare", "warmstart", "train_clean", "evaluate_clean"):
         assert f"Stage '{unchanged}' didn't change, skipping" in output, unchanged
-    rerun = json.loads((repo / "cache/artifacts/runs/baseline-flip-r0.4-s0/run.json").read_text())
+    rerun = json.loads((repo / "cache/artifacts/runs/baseline-flip-r0.4-s1/run.json").read_text())
     assert rerun["corruption_rate"] == 0.4
     assert yaml.safe_load((repo / "params.yaml").read_text())["corruption"]["rate"] == 0.4
     shown = json.loads(_run(["dvc", "exp", "show", "--json"], repo))
