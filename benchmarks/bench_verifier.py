@@ -72,7 +72,7 @@ def _verify_all(pipeline, columns, batch: int) -> None:
         window = slice(start, start + batch)
         examples = [
             Example(i, r, m)
-            for i, r, m in zip(columns["ids"][window], columns["references"][window], columns["metadata"][window])
+            for i, r, m in zip(columns["ids"][window], columns["references"][window], columns["metadata"][window], strict=True)
         ]
         pipeline.verify(columns["completions"][window], examples)
 

@@ -396,7 +396,7 @@ def test_pipeline_verify_is_the_verifier_part_of_score() -> None:
     pipeline = build_reward_pipeline(
         _config(method="robust", verifier={"members": members}, corruption={"channel": "flip", "rate": 0.5})
     )
-    examples = [Example(i, r, m) for i, r, m in zip(COLUMNS["ids"], COLUMNS["references"], COLUMNS["metadata"])]
+    examples = [Example(i, r, m) for i, r, m in zip(COLUMNS["ids"], COLUMNS["references"], COLUMNS["metadata"], strict=True)]
     verdicts, verifier = pipeline.verify(COMPLETIONS, examples)
     records = pipeline.score(COMPLETIONS, **COLUMNS).records
     assert len(verdicts) == 3 and all(len(seen) == len(COMPLETIONS) for _, seen in verdicts)

@@ -19,7 +19,7 @@ import yaml
 
 from hackable_rl.config import ExperimentConfig, flatten_config
 from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_jsonl, write_json
+from hackable_rl.jsonl import read_json, read_jsonl, write_json
 from hackable_rl.storage import Storage, file_sha256
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
@@ -72,10 +72,7 @@ def read_run_info(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "run.json"
     if not path.is_file():
         raise UserError(f"{run_dir}: no run.json; is this a training run folder? (train first: `hackable-rl train`)")
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: not valid JSON ({error.__class__.__name__}); not a run.json of hackable-rl") from None
+    info = read_json(path)  # not UTF-8 or not JSON: a UserError naming the file and line
     if not isinstance(info, dict):
         raise UserError(f"{path}: expected a JSON object, got {type(info).__name__}; not a run.json of hackable-rl")
     return info
