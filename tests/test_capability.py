@@ -108,3 +108,37 @@ def test_measurement_on_the_tiny_policy(tiny_project):
     assert (result.split, result.prompts, result.k) == ("validation", 3, 2)
     assert 0.0 <= result.pass_at_1 <= result.pass_at_k <= 1.0
     assert result.passed == (result.pass_at_k >= 0.05)
+
+
+def test_pretrained_sft_warm_start_then_gated_training(tiny_project, tmp_path, monkeypatch):
+    """`warmstart.pretrained_sft` on a pretrained source (here a local folder holding the tiny policy):
+    the warm start saves a safetensors folder, training starts from it and records the gate."""
+    import shutil
+
+    from hackable_rl.models.loading import policy_dir, resolve_policy
+    from hackable_rl.models.warmstart import run_warmstart
+    from hackable_rl.training.run import run_training
+
+    project = tmp_path / "project"
+    shutil.copytree(tiny_project, project)
+    monkeypatch.chdir(project)
+    source = project / "cache" / "models" / "tiny-arith"
+    config = load_config(
+        "params.yaml",
+        [
+            "tracking.enabled=false", f"model.source={source}", "warmstart.pretrained_sft=true",
+            "warmstart.steps=2", "warmstart.batch_size=4", "capability.prompts=2", "capability.k=2",
+            "capability.force=true", "trainer.max_steps=1", "trainer.save_steps=1", "trainer.permanent_steps=[]",
+        ],
+    )
+    metrics = run_warmstart(config, project / "metrics" / "warmstart.json")
+    warm = policy_dir(config)
+    assert metrics["trained"] is True and metrics["steps"] == 2
+    assert (warm / "model.safetensors").exists() and (warm / "reference.json").exists()
+    assert resolve_policy(config).location == str(warm)
+
+    result = run_training(config)
+    info = json.loads((result.run_dir / "run.json").read_text())
+    assert result.final_step == 1
+    assert info["base_model"] == f"local:{warm}"
+    assert info["capability"]["k"] == 2 and info["capability"]["forced"] is True

@@ -47,7 +47,7 @@ def _write_dataset(root, name="fixture", sft=64, train=16, held_out=12):
     folder = root / "cache" / "datasets" / name
     write_jsonl(folder / "sft.jsonl", [_row(i, rng, True) for i in range(sft)])
     write_jsonl(folder / "train.jsonl", [_row(sft + i, rng, False) for i in range(train)])
-    write_jsonl(folder / "eval.jsonl", [_row(sft + train + i, rng, False) for i in range(held_out)])
+    write_jsonl(folder / "validation.jsonl", [_row(sft + train + i, rng, False) for i in range(held_out)])
     return folder
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "SMOLLM2",
     "PolicySource",
     "resolve_source",
+    "resolve_policy",
     "policy_dir",
     "smollm2_gguf",
     "load_policy",
@@ -209,6 +210,14 @@ def _load_model(
 def _require_saved_model(folder: Path) -> None:
     if not (folder / "config.json").exists():
         raise UserError(f"{folder}: no config.json; expected a saved model folder (save_pretrained)")
+
+
+def resolve_policy(config: ExperimentConfig) -> PolicySource:
+    """The policy GRPO and evaluation start from: the warm-started folder under `warmstart.pretrained_sft`,
+    else `resolve_source(config)` (for the tiny model that is its warm-started folder too)."""
+    if uses_pretrained_sft(config):
+        return PolicySource(kind="local", location=str(policy_dir(config)))
+    return resolve_source(config)
 
 
 def uses_pretrained_sft(config: ExperimentConfig) -> bool:

@@ -271,7 +271,7 @@ def run_training(
     from transformers import set_seed
     from trl import GRPOTrainer
 
-    from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_source
+    from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_policy
     from hackable_rl.rewards.pipeline import build_reward_pipeline
 
     storage = Storage.of(config.storage)
@@ -305,7 +305,7 @@ def run_training(
         "method": config.method,
         "corruption_rate": config.corruption.rate,
         "seed": config.seed,
-        "base_model": _policy_reference(resolve_source(config)),
+        "base_model": _policy_reference(resolve_policy(config)),
         "capability": capability,
         "status": "running",
     }
