@@ -114,12 +114,13 @@ def sample_and_score(target: EvalTarget, greedy: bool = False) -> list[dict[str,
     scored by the run's training verifier."""
     from hackable_rl.data.prepare import read_prepared
     from hackable_rl.models.generation import GenerationSettings, generate_completions
+    from hackable_rl.models.backend import policy_device
     from hackable_rl.models.loading import format_prompt, is_instruct_policy, load_policy
     from hackable_rl.rewards.pipeline import build_reward_pipeline
 
     config = target.config
     rows = read_prepared(config, config.evaluation.split)[: config.evaluation.max_prompts]
-    model, tokenizer = load_policy(config, target.policy_path)
+    model, tokenizer = load_policy(config, target.policy_path, device=policy_device())
     instruct = is_instruct_policy(config, tokenizer)
     n = 1 if greedy else config.evaluation.n
     settings = GenerationSettings.for_evaluation(config)

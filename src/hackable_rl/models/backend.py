@@ -30,6 +30,14 @@ def _is_cuda(device: str) -> bool:
     return str(device).startswith("cuda")
 
 
+def policy_device() -> str:
+    """Where a policy runs: `cuda` when torch sees a GPU, else `cpu`. Loading picks the attention
+    backend and Liger for this device, so a GPU run gets FlashAttention-2 when it is importable."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def choose_attention(config: ExperimentConfig, device: str) -> str:
     """`model.attn_implementation`, or for `auto`: flash_attention_2 when importable on CUDA, else sdpa."""
     requested = config.model.attn_implementation

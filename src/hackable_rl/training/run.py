@@ -24,6 +24,7 @@ from hackable_rl.storage import Storage, file_sha256
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
 from hackable_rl.tracking.tracker import merge_versions, registered_versions
+from hackable_rl.models.backend import policy_device
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
 from hackable_rl.training.checkpoints import (
@@ -283,7 +284,7 @@ def run_training(
         _rewind(run_dir, recorder, resume_step)
     set_seed(config.seed)  # Python, NumPy and torch
 
-    model, tokenizer = load_policy(config)
+    model, tokenizer = load_policy(config, device=policy_device())
     capability = check_capability(config, model, tokenizer, run_dir)  # refuses a policy too weak for GRPO
     is_instruct = is_instruct_policy(config, tokenizer)
     dataset = _dataset(config, tokenizer, is_instruct)
