@@ -88,11 +88,13 @@ def test_the_guard_passes_an_unchanged_config_and_a_missing_file_needs_the_flag(
 def test_allow_config_change_resumes_and_records_the_change_and_every_version(project):
     """Two processes: steps 1-2 (versions of step 2), then a resume to step 3 at another rate (the
     run name is explicit: a derived one holds the rate, so a new rate would name a new run)."""
-    first = run_training(load_config("params.yaml", ["trainer.max_steps=2", "tracking.run_name=mine"]))
+    # A constant learning rate without warm-up: only then may max_steps change on resume.
+    constant = ["trainer.scheduler=constant", "trainer.warmup_ratio=0", "tracking.run_name=mine"]
+    first = run_training(load_config("params.yaml", ["trainer.max_steps=2", *constant]))
     versions_first = json.loads((first.run_dir / "run.json").read_text())["registered_versions"]
     assert list(versions_first) == ["2"] and versions_first["2"] is not None
 
-    changed = load_config("params.yaml", ["trainer.max_steps=3", "corruption.rate=0.5", "tracking.run_name=mine"])
+    changed = load_config("params.yaml", ["trainer.max_steps=3", "corruption.rate=0.5", *constant])
     with pytest.raises(UserError, match="corruption.rate: was 0.2, now 0.5"):
         run_training(changed, resume="auto")
     result = run_training(changed, resume="auto", allow_config_change=True)
