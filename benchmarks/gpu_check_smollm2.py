@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from transformers import TrainerCallback
+from bench_train_overhead import StepTimer  # benchmarks/ is on sys.path when a script here runs
 
 from hackable_rl.config import load_config
 
@@ -33,26 +33,16 @@ PARAMS = REPO / "pipelines" / "smollm2_gsm8k" / "params.yaml"
 LIMIT_S = 600
 
 
-class StepReport(TrainerCallback):
+class StepReport(StepTimer):
     """What the trainer runs with (device, bf16, attention), then each step's wall time."""
-
-    def __init__(self):
-        self.times: list[float] = []
-        self._last: float | None = None
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         attention = model.config._attn_implementation if model is not None else "unknown"
         device = next(model.parameters()).device if model is not None else "unknown"
         print(f"trainer: device {device}, bf16 {args.bf16}, attention backend {attention}", flush=True)
 
-    def on_step_begin(self, args, state, control, **kwargs):
-        if self._last is None:
-            self._last = time.perf_counter()
-
     def on_step_end(self, args, state, control, **kwargs):
-        now = time.perf_counter()
-        self.times.append(now - self._last)
-        self._last = now
+        super().on_step_end(args, state, control, **kwargs)
         print(f"step {state.global_step}: {self.times[-1]:.2f} s", flush=True)
 
 
