@@ -18,7 +18,7 @@ inputs give the same CI. Plain NumPy, no torch.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -90,11 +90,6 @@ class Comparison:
 # --------------------------------------------------------------------------- per-prompt results
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
-    return sum(values) / len(values) if values else None
-
-
 def prompt_results(
     records: Sequence[Mapping[str, Any]],
     greedy_records: Sequence[Mapping[str, Any]] = (),
@@ -102,7 +97,7 @@ def prompt_results(
 ) -> list[PromptResult]:
     """Per-prompt results of sampled records (and, optionally, one greedy record per prompt), in
     first-seen prompt order. Records are evaluation records: `prompt_id`, `correct`, `reward`."""
-    from hackable_rl.evaluation.metrics import normalise_reward
+    from hackable_rl.evaluation.metrics import reward_metrics
 
     by_prompt: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for record in records:
@@ -111,14 +106,10 @@ def prompt_results(
     results = []
     for prompt_id, samples in by_prompt.items():
         judged = [bool(s["correct"]) for s in samples if s.get("correct") is not None]
-        rewards = [normalise_reward(float(s["reward"]), *reward_range) for s in samples if s.get("reward") is not None]
-        both = [
-            normalise_reward(float(s["reward"]), *reward_range) - float(s["correct"])
-            for s in samples
-            if s.get("reward") is not None and s.get("correct") is not None
-        ]
+        rewards = reward_metrics(samples, reward_range)  # the evaluation's own definitions, per prompt
         results.append(
-            PromptResult(prompt_id, len(judged), sum(judged), greedy.get(prompt_id), _mean(rewards), _mean(both))
+            PromptResult(prompt_id, len(judged), sum(judged), greedy.get(prompt_id),
+                         rewards["observed_reward"], rewards["hacking_gap"])
         )
     return results
 
@@ -144,6 +135,16 @@ def read_prompt_results(path: Path) -> list[PromptResult]:
 # --------------------------------------------------------------------------- the bootstrap
 
 
+def _prompt_tables(
+    evaluations: Sequence[Sequence[PromptResult]], metric: str
+) -> tuple[list[dict[str, PromptResult]], list[str]]:
+    """Each evaluation by prompt id, and the prompts (in the first's order) every one of them has a
+    `metric` value on: the prompts a bootstrap can resample."""
+    tables = [{r.prompt_id: r for r in results} for results in evaluations]
+    shared = [p for p in tables[0] if all(p in t and t[p].value(metric) is not None for t in tables)]
+    return tables, shared
+
+
 def _difference_matrix(
     a_seeds: Sequence[Sequence[PromptResult]], b_seeds: Sequence[Sequence[PromptResult]], metric: str
 ) -> tuple[np.ndarray, int]:
@@ -154,8 +155,7 @@ def _difference_matrix(
             f"compare: {len(a_seeds)} seeds of A against {len(b_seeds)} of B; pair one B with every seed, "
             "or give B the same seeds"
         )
-    tables = [{r.prompt_id: r for r in results} for results in (*a_seeds, *b_seeds)]
-    shared = [p for p in tables[0] if all(p in t and t[p].value(metric) is not None for t in tables)]
+    tables, shared = _prompt_tables((*a_seeds, *b_seeds), metric)
     if not shared:
         raise UserError(f"compare: no prompt has {metric} under both policies; were they evaluated on one split?")
     a_tables, b_tables = tables[: len(a_seeds)], tables[len(a_seeds) :]
@@ -186,8 +186,7 @@ def bootstrap_mean_ci(
 def policy_mean_ci(seeds: Sequence[Sequence[PromptResult]], metric: str = "pass_at_1", seed: int = 0) -> Comparison:
     """One policy's `metric` (mean over its seeds and prompts) with the same two-level bootstrap CI:
     the whisker of a bar, not a comparison (compare two policies with `compare`)."""
-    tables = [{r.prompt_id: r for r in results} for results in seeds]
-    shared = [p for p in tables[0] if all(p in t and t[p].value(metric) is not None for t in tables)]
+    tables, shared = _prompt_tables(seeds, metric)
     if not shared:
         raise UserError(f"no prompt has {metric} in every seed's evaluation")
     values = np.asarray([[t[p].value(metric) for p in shared] for t in tables], dtype=float)

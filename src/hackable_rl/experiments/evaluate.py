@@ -109,28 +109,60 @@ def target_from_model(current: ExperimentConfig, model_path: Path | None) -> Eva
 # --------------------------------------------------------------------------- sampling and scoring
 
 
-def sample_and_score(target: EvalTarget, greedy: bool = False) -> list[dict[str, Any]]:
-    """n completions per evaluated prompt (one, greedy, when `greedy`), judged independently and
-    scored by the run's training verifier."""
+@dataclass(frozen=True)
+class _LoadedPolicy:
+    """What both decodings of one evaluation share: loaded once, not once per decoding."""
+
+    rows: list[dict[str, Any]]
+    model: Any
+    tokenizer: Any
+    instruct: bool
+    verifier: Any
+    """The run's training verifier (a RewardPipeline)."""
+
+
+def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
     from hackable_rl.data.prepare import read_prepared
-    from hackable_rl.models.generation import GenerationSettings, generate_completions
     from hackable_rl.models.backend import policy_device
-    from hackable_rl.models.loading import format_prompt, is_instruct_policy, load_policy
+    from hackable_rl.models.loading import is_instruct_policy, load_policy
     from hackable_rl.rewards.pipeline import build_reward_pipeline
 
     config = target.config
     rows = read_prepared(config, config.evaluation.split)[: config.evaluation.max_prompts]
     model, tokenizer = load_policy(config, target.policy_path, device=policy_device())
-    instruct = is_instruct_policy(config, tokenizer)
-    n = 1 if greedy else config.evaluation.n
+    verifier = build_reward_pipeline(config, tokenizer=tokenizer)
+    return _LoadedPolicy(rows, model, tokenizer, is_instruct_policy(config, tokenizer), verifier)
+
+
+def sample_and_score(target: EvalTarget) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """n sampled completions per evaluated prompt and, when `evaluation.greedy` asks for it (and
+    sampling is not already greedy), one greedy completion per prompt; each judged independently
+    and scored by the run's training verifier. Returns (sampled records, greedy records)."""
+    from hackable_rl.models.generation import GenerationSettings
+
+    config, loaded = target.config, _load_for_evaluation(target)
     settings = GenerationSettings.for_evaluation(config)
-    if greedy:
-        settings = GenerationSettings.greedy(settings.max_new_tokens, settings.stop)
-    repeated = [row for row in rows for _ in range(n)]  # [P x n], each prompt's samples adjacent
-    prompts = [format_prompt(tokenizer, row["prompt"], instruct) for row in repeated]
-    generated = generate_completions(model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed)
+    sampled = _decode_and_score(config, loaded, settings, config.evaluation.n)
+    if not config.evaluation.greedy or config.evaluation.decoding == "greedy":
+        return sampled, []
+    greedy = GenerationSettings.greedy(settings.max_new_tokens, settings.stop)
+    return sampled, _decode_and_score(config, loaded, greedy, 1)
+
+
+def _decode_and_score(
+    config: ExperimentConfig, loaded: _LoadedPolicy, settings: Any, n: int
+) -> list[dict[str, Any]]:
+    """n completions per row under `settings`: one evaluation record each."""
+    from hackable_rl.models.generation import generate_completions
+    from hackable_rl.models.loading import format_prompt
+
+    repeated = [row for row in loaded.rows for _ in range(n)]  # [P x n], each prompt's samples adjacent
+    prompts = [format_prompt(loaded.tokenizer, row["prompt"], loaded.instruct) for row in repeated]
+    generated = generate_completions(
+        loaded.model, loaded.tokenizer, prompts, settings, config.evaluation.batch_size, config.seed
+    )
     completions = [g.text for g in generated]
-    verifier = build_reward_pipeline(config, tokenizer=tokenizer).score(
+    verifier = loaded.verifier.score(
         completions, prompts, [r["id"] for r in repeated], [r["reference"] for r in repeated],
         [r.get("metadata") or {} for r in repeated],
     )
@@ -155,7 +187,7 @@ def sample_and_score(target: EvalTarget, greedy: bool = False) -> list[dict[str,
                 "reward": scored["aggregate"],
                 "optimised_reward": scored["optimised"],
                 "verifier": scored,
-                **_thinking_lengths(completions[index], tokenizer, config),
+                **_thinking_lengths(completions[index], loaded.tokenizer, config),
             }
         )
     return records
@@ -185,8 +217,7 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path 
     config = target.config
     step_name = f"step-{target.step}" if target.step is not None else "base"
     out_dir = out_dir or Storage.of(config.storage).eval_dir(target.run_name) / step_name
-    records = sample_and_score(target)
-    greedy = _greedy_records(target)
+    records, greedy = sample_and_score(target)
     metrics = compute_metrics(records, config.evaluation.k)
     if greedy:
         metrics["greedy_accuracy"] = compute_metrics(greedy, [1])["accuracy"]
@@ -206,15 +237,6 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path 
     log.info("evaluated %s %s on %s: pass@1 %s, greedy %s, hacking gap %s", target.run_name, step_name,
              config.evaluation.split, metrics.get("pass_at_1"), metrics.get("greedy_accuracy"), metrics.get("hacking_gap"))
     return EvalResult(out_dir, metrics, run_id)
-
-
-def _greedy_records(target: EvalTarget) -> list[dict[str, Any]]:
-    """One greedy completion per prompt when `evaluation.greedy` asks for it and sampling did not
-    already decode greedily."""
-    section = target.config.evaluation
-    if not section.greedy or section.decoding == "greedy":
-        return []
-    return sample_and_score(target, greedy=True)
 
 
 def write_zero_shot(records: list[dict[str, Any]], path: Path) -> int:

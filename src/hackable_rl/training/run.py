@@ -20,11 +20,11 @@ import yaml
 from hackable_rl.config import ExperimentConfig, flatten_config
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import read_json, read_jsonl, write_json
+from hackable_rl.models.backend import policy_device
 from hackable_rl.storage import Storage, file_sha256
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
 from hackable_rl.tracking.tracker import merge_versions, registered_versions
-from hackable_rl.models.backend import policy_device
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
 from hackable_rl.training.checkpoints import (
