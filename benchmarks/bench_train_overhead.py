@@ -47,7 +47,7 @@ def bare_trl(config, steps: int, output_dir: Path) -> list[float]:
 
     from hackable_rl.data.prepare import read_prepared
     from hackable_rl.models.loading import load_policy
-    from hackable_rl.rewards.parsing import answers_match, extract_boxed
+    from hackable_rl.answers.parsing import answers_match, extract_boxed
     from hackable_rl.training.trl_args import build_grpo_args
 
     def correctness(completions, reference, **_):
@@ -87,7 +87,7 @@ def main() -> None:
     config = load_config(REPO / "params.yaml", overrides)
     if not (workdir / "cache" / "models" / f"tiny-{config.data.name}").exists():
         from hackable_rl.data.prepare import prepare_dataset
-        from hackable_rl.models.warmstart import run_warmstart
+        from hackable_rl.warmstart import run_warmstart
 
         prepare_dataset(config)
         run_warmstart(config, workdir / "metrics" / "warmstart.json")

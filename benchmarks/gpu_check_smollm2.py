@@ -69,8 +69,8 @@ def describe_devices() -> bool:
 
 def run_check(config, workdir: Path) -> dict:
     from hackable_rl.data.prepare import prepare_dataset
-    from hackable_rl.models.warmstart import run_warmstart
     from hackable_rl.training.run import run_training
+    from hackable_rl.warmstart import run_warmstart
 
     os.chdir(workdir)
     started = time.perf_counter()

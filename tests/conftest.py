@@ -65,7 +65,7 @@ def tiny_project(tmp_path_factory) -> Path:
     """A folder with params.yaml, prepared arith data and a warm-started tiny policy (no MLflow run)."""
     from hackable_rl.config import load_config
     from hackable_rl.data.prepare import prepare_dataset
-    from hackable_rl.models.warmstart import run_warmstart
+    from hackable_rl.warmstart import run_warmstart
 
     folder = tmp_path_factory.mktemp("tiny-project")
     write_params(folder)

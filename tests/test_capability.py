@@ -116,8 +116,8 @@ def test_pretrained_sft_warm_start_then_gated_training(tiny_project, tmp_path, m
     import shutil
 
     from hackable_rl.models.loading import policy_dir, resolve_policy
-    from hackable_rl.models.warmstart import run_warmstart
     from hackable_rl.training.run import run_training
+    from hackable_rl.warmstart import run_warmstart
 
     project = tmp_path / "project"
     shutil.copytree(tiny_project, project)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+from types import SimpleNamespace
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hackable_rl.config import validate_config
-from hackable_rl.rewards import build_reward_pipeline
+from hackable_rl.scoring import build_reward_pipeline
 from hackable_rl.verifiers import Example, clean_checker
 from hackable_rl.verifiers.corruption import Flip, KeyedChannel, corrupt
 from hackable_rl.verifiers.ensemble import aggregate, disagreement
@@ -31,20 +32,21 @@ def _config(channel: str, rate: float, method: str = "baseline"):
         {
             "method": method,
             "verifier": {"members": members},
-            "corruption": {"channel": channel, "rate": rate, "selector": "n >= 1"},
+            "corruption": {"channel": channel, "rate": rate, "kwargs": {"selector": "n >= 1"} if channel == "bias" else {}},
         }
     )
 
 
 def _score(pipeline, rows):
     completions = [row[0] for row in rows]
-    return pipeline.score(
+    batch = pipeline.score(
         completions,
         ["p"] * len(rows),
         [row[1] for row in rows],
         [row[2] for row in rows],
         [{"n": 1}] * len(rows),
     )
+    return SimpleNamespace(rewards=batch.rewards, records=[record.to_json() for record in batch.records])
 
 
 @settings(max_examples=40, deadline=None)
@@ -87,7 +89,7 @@ def test_rewards_stay_in_range(rows, channel, rate, method) -> None:
             if key.startswith("member.") and key.endswith(("reward", "confidence")) and value is not None:
                 assert 0.0 <= value <= 1.0
         for key in (
-            "aggregate",
+            "reward",
             "U",
             "normalised_disagreement",
             "vote_entropy",
@@ -126,4 +128,4 @@ def test_missing_stays_missing_through_aggregation(rewards, method) -> None:
 def test_missing_channel_record_stays_missing(rows) -> None:
     batch = _score(build_reward_pipeline(_config("missing", 1.0, "robust")), rows)
     for record in batch.records:
-        assert record["missing"] and record["aggregate"] is None and record["shaped"] is None
+        assert record["missing"] and record["reward"] is None and record["shaped"] is None

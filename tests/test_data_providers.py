@@ -16,7 +16,7 @@ from hackable_rl.data.providers import gsm8k_sample
 from hackable_rl.data.schema import TrainingSample
 from hackable_rl.errors import UserError
 from hackable_rl.registry import DATA_PROVIDERS
-from hackable_rl.rewards.parsing import extract_all_boxed, parse_reference, parse_strict
+from hackable_rl.answers.parsing import extract_all_boxed, parse_reference, parse_strict
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 GSM8K_TRAIN = str(SHARED / "gsm8k" / "train.jsonl")

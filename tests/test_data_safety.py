@@ -15,7 +15,7 @@ from hackable_rl.cli import app
 from hackable_rl.config import ConfigError, load_config
 from hackable_rl.errors import UserError
 from hackable_rl.storage import Storage
-from hackable_rl.training.run import _make_room, _open_run_dir
+from hackable_rl.training.run_dir import make_room, open_run_dir
 
 RUN = "baseline-flip-r0.2-s0"
 
@@ -95,24 +95,24 @@ def test_a_run_json_not_written_by_hackable_rl_is_not_a_licence_to_delete(tmp_pa
     (folder / "data.csv").write_text("1,2")
 
     with pytest.raises(UserError, match="not written by hackable-rl"):
-        _make_room(folder, overwrite=True)
+        make_room(folder, overwrite=True)
     assert (folder / "data.csv").exists()
 
 
 def test_overwrite_deletes_a_folder_hackable_rl_created(params):
     config = load_config(params)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
-    first = _open_run_dir(run_dir, config, "never", overwrite=False, allow_change=False)
+    first = open_run_dir(run_dir, config, "never", overwrite=False, allow_change=False)
     assert first.info["created_by"] == "hackable-rl"
     assert json.loads((run_dir / "run.json").read_text())["created_by"] == "hackable-rl"
     assert (run_dir / "config.yaml").is_file()  # written with the folder, before any model loads
     (run_dir / "generations").mkdir()
 
     with pytest.raises(UserError, match="a run with this name exists"):
-        _open_run_dir(run_dir, config, "never", overwrite=False, allow_change=False)
+        open_run_dir(run_dir, config, "never", overwrite=False, allow_change=False)
     assert (run_dir / "generations").exists()
 
-    _open_run_dir(run_dir, config, "never", overwrite=True, allow_change=False)
+    open_run_dir(run_dir, config, "never", overwrite=True, allow_change=False)
     assert not (run_dir / "generations").exists() and (run_dir / "run.json").is_file()
 
 

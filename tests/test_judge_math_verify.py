@@ -22,8 +22,8 @@ from hackable_rl.evaluation.judge import (
     resolve_extract,
 )
 from hackable_rl.jsonl import read_jsonl, write_jsonl
-from hackable_rl.rewards import mathverify
-from hackable_rl.rewards.parsing import read_decimal_commas
+from hackable_rl.answers import mathverify
+from hackable_rl.answers.parsing import read_decimal_commas
 
 MATH500_TEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "math500" / "test.jsonl"
 

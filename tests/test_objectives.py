@@ -10,7 +10,7 @@ from hackable_rl.config import ObjectiveConfig, validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.objectives import LatentNeuraleseObjective, TokenGRPOObjective, build_objective
 from hackable_rl.registry import OBJECTIVES
-from hackable_rl.rewards import build_reward_pipeline
+from hackable_rl.scoring import build_reward_pipeline
 
 PLUGINS = Path(__file__).parent / "plugins"
 # Four completions: right+strict+short, right+strict+long, wrong+strict, not strict.

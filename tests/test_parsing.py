@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hackable_rl.rewards import mathverify
-from hackable_rl.rewards.parsing import (
+from hackable_rl.answers import mathverify
+from hackable_rl.answers.parsing import (
     StrictCompletion,
     answers_match,
     extract_all_boxed,

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from hackable_rl.evaluation import judge as judge_module
 from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
-from hackable_rl.rewards import mathverify, parsing
+from hackable_rl.answers import mathverify, parsing
 from hackable_rl.rewards.functions import correctness_reward, format_tag_reward
-from hackable_rl.rewards.parsing import (
+from hackable_rl.answers.parsing import (
     extract_all_boxed,
     extract_answer_cascade,
     extract_last_number,

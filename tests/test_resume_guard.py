@@ -17,7 +17,8 @@ from hackable_rl.errors import UserError
 from hackable_rl.storage import Storage
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.resume_guard import check_resume_config, compare_configs
-from hackable_rl.training.run import _create_run_dir, run_training
+from hackable_rl.training.run import run_training
+from hackable_rl.training.run_dir import create_run_dir
 
 
 def _flat(params: Path, *overrides: str) -> dict:
@@ -57,7 +58,7 @@ def test_max_steps_may_change_only_when_the_learning_rate_does_not_depend_on_it(
 def test_resume_with_a_changed_config_exits_2_naming_each_key_and_both_values(params):
     config = load_config(params)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
-    _create_run_dir(run_dir, config)  # run.json + config.yaml, as a run killed early leaves them
+    create_run_dir(run_dir, config)  # run.json + config.yaml, as a run killed early leaves them
 
     result = CliRunner().invoke(
         app, ["train", "--resume", "auto", "--set", "corruption.rate=0.9", "--set", "seed=3",
@@ -76,7 +77,7 @@ def test_resume_with_a_changed_config_exits_2_naming_each_key_and_both_values(pa
 def test_the_guard_passes_an_unchanged_config_and_a_missing_file_needs_the_flag(params):
     config = load_config(params)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
-    _create_run_dir(run_dir, config)
+    create_run_dir(run_dir, config)
     assert not check_resume_config(run_dir, config, allow_change=False).any
 
     (run_dir / "config.yaml").unlink()

@@ -33,7 +33,7 @@ def test_every_pipeline_params_file_validates() -> None:
 def test_flawed_verifier_settings() -> None:
     folder = ROOT / "pipelines" / "flawed_verifier"
     cfg = load_config(folder / "params.yaml")
-    assert (cfg.corruption.channel, cfg.corruption.flaw) == ("flaw", "any_box")
+    assert (cfg.corruption.channel, cfg.corruption.kwargs) == ("flaw", {"flaw": "any_box"})
     assert cfg.data.arith.hedged_share > 0
     grid = yaml.safe_load((folder / "study.yaml").read_text())
     assert grid["flaws"] == ["any_box", "lenient_contains"]
@@ -64,7 +64,7 @@ def test_study_grid_matches_spec_section_7() -> None:
 
 def test_condition_names_are_unique_per_cell(config) -> None:
     assert study.condition_of(config, "base").name == "base-flip-r0.4-s2"
-    flawed = load_config(ROOT / "params.yaml", ["corruption.channel=flaw", "corruption.flaw=lenient_contains"])
+    flawed = load_config(ROOT / "params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=lenient_contains"])
     assert study.condition_of(flawed, "robust").name == "robust-flaw-lenient_contains-r0.2-s0"
     cfg = study.condition_config(config, study.condition_of(config, "robust"))
     assert (cfg.method, cfg.run_name) == ("robust", "robust-flip-r0.4-s2")
@@ -97,7 +97,7 @@ def test_base_condition_evaluates_the_base_policy(config, tmp_path: Path, monkey
     def fake_evaluate(target, metrics_out=None):
         seen["target"] = target
         out = tmp_path / "eval"
-        write_jsonl(out / "generations.jsonl", [{"verifier": {"U": 0.0}}, {"verifier": {"U": 1.0}}, {"verifier": {"U": None}}])
+        write_jsonl(out / "generations.jsonl", [{"U": 0.0}, {"U": 1.0}, {"U": None}])
         return EvalResult(out, {"run_name": target.run_name, "step": None, "pass_at_1": 0.5, "hacking_gap": None}, None)
 
     monkeypatch.setattr("hackable_rl.experiments.evaluate.evaluate", fake_evaluate)

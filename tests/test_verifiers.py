@@ -15,7 +15,7 @@ import pytest
 from hackable_rl.config import validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.registry import CHECKERS
-from hackable_rl.rewards import build_reward_pipeline
+from hackable_rl.scoring import build_reward_pipeline
 from hackable_rl.verifiers import CheckerOptions, Example, Verdict, build_checker, clean_checker
 from hackable_rl.verifiers.corruption import (
     Asymmetric,
@@ -113,7 +113,7 @@ def test_judge_import_path_never_loads_corruption() -> None:
 
 def test_no_torch_in_rewards_verifiers_objectives() -> None:
     code = (
-        "import sys, hackable_rl.rewards, hackable_rl.rewards.pipeline, hackable_rl.objectives,"
+        "import sys, hackable_rl.rewards, hackable_rl.scoring, hackable_rl.objectives,"
         " hackable_rl.verifiers.corruption, hackable_rl.verifiers.shaping; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -213,33 +213,31 @@ def test_corrupt_wraps_a_checker_and_is_keyed() -> None:
 def test_rate_drives_the_configured_channel() -> None:
     options = CheckerOptions()
 
-    def channel(**fields):
-        return build_channel(
-            SimpleNamespace(
-                **{
-                    **dict(
-                        rate=0.4,
-                        fp_scale=1.0,
-                        fn_scale=0.5,
-                        selector="level >= 4",
-                        confidence_floor=0.2,
-                        flaw="any_box",
-                    ),
-                    **fields,
-                }
-            ),
-            options,
-        )
+    def channel(name: str, **kwargs):
+        return build_channel(SimpleNamespace(channel=name, rate=0.4, kwargs=kwargs), options)
 
-    assert channel(channel="flip") == Flip(0.4)
-    assert channel(channel="asymmetric") == Asymmetric(0.4, 0.2)
-    assert channel(channel="asymmetric", fp_scale=5.0) == Asymmetric(1.0, 0.2)
-    assert channel(channel="missing") == Missing(0.4)
-    assert channel(channel="noise") == Noise(0.4)
-    assert channel(channel="bias") == Bias(Selector("level", ">=", 4.0), 0.4, 0.2)
-    assert channel(channel="confidence") == ConfidenceDrop(0.4, 0.2)
-    assert channel(channel="flaw").p == 0.4 and channel(channel="flaw").name == "any_box"
-    assert channel(channel="none") is None
+    assert channel("flip") == Flip(0.4)
+    assert channel("asymmetric", fn_scale=0.5) == Asymmetric(0.4, 0.2)
+    assert channel("asymmetric", fp_scale=5.0, fn_scale=0.5) == Asymmetric(1.0, 0.2)
+    assert channel("missing") == Missing(0.4)
+    assert channel("noise") == Noise(0.4)
+    assert channel("bias", selector="level >= 4", fn_scale=0.5) == Bias(Selector("level", ">=", 4.0), 0.4, 0.2)
+    assert channel("confidence") == ConfidenceDrop(0.4, 0.2)
+    assert channel("flaw").p == 0.4 and channel("flaw").name == "any_box"
+    assert channel("flaw", flaw="lenient_contains").name == "lenient_contains"
+    assert channel("none") is None
+
+
+def test_channel_settings_are_checked_by_the_channel() -> None:
+    options = CheckerOptions()
+    with pytest.raises(UserError, match=r"corruption.kwargs.fp_scal: unknown setting \(did you mean fp_scale\?"):
+        build_channel(SimpleNamespace(channel="asymmetric", rate=0.4, kwargs={"fp_scal": 2.0}), options)
+    with pytest.raises(UserError, match=r"corruption.kwargs.fp_scale: unknown setting \(this one takes none\)"):
+        build_channel(SimpleNamespace(channel="flip", rate=0.4, kwargs={"fp_scale": 2.0}), options)
+    with pytest.raises(UserError, match=r"corruption.kwargs.confidence_floor: got 1.5; expected less than or equal to 1"):
+        build_channel(SimpleNamespace(channel="confidence", rate=0.4, kwargs={"confidence_floor": 1.5}), options)
+    with pytest.raises(UserError, match="unknown corruption channel 'flipp' \\(did you mean 'flip'\\?\\)"):
+        build_channel(SimpleNamespace(channel="flipp", rate=0.4, kwargs={}), options)
 
 
 # --------------------------------------------------------------------------- aggregation / disagreement / shaping
@@ -350,9 +348,9 @@ def test_pipeline_clean_baseline_is_format_plus_correctness() -> None:
     batch = pipeline.score(COMPLETIONS, **COLUMNS)
     assert pipeline.reward_names() == ["format_tag_reward", "correctness_reward"]
     assert batch.rewards == [2.0, 1.0, 0.0, 2.0]
-    assert [record["strict"] for record in batch.records] == [True, True, False, True]
+    assert [record.strict for record in batch.records] == [True, True, False, True]
     assert batch.counts["missing"] == 0.0 and batch.counts["mean_aggregate"] == pytest.approx(0.5)
-    json.dumps(batch.records)  # everything JSON-serialisable
+    json.dumps([record.to_json() for record in batch.records])  # everything JSON-serialisable
 
 
 def test_pipeline_records_every_member_and_measure() -> None:
@@ -365,21 +363,21 @@ def test_pipeline_records_every_member_and_measure() -> None:
         method="robust", verifier={"members": members}, corruption={"channel": "flip", "rate": 1.0}
     )
     batch = build_reward_pipeline(config).score(COMPLETIONS, **COLUMNS)
-    first = batch.records[0]
+    first = batch.records[0].to_json()
     # a: flipped 1 -> 0; b: 1; c: 1. mean 2/3, U 8/9, shaped (1/9) * (2/3 - 4/9) = 2/81.
     assert (first["member.a.clean_reward"], first["member.a.reward"], first["member.a.reason"]) == (
         1.0,
         0.0,
         "flipped:correct",
     )
-    assert first["aggregate"] == pytest.approx(2 / 3)
+    assert first["reward"] == pytest.approx(2 / 3)
     assert first["U"] == pytest.approx(8 / 9)
-    assert first["shaped"] == pytest.approx(2 / 81) == first["optimised"] == first["correctness_reward"]
+    assert first["shaped"] == pytest.approx(2 / 81) == first["optimised_reward"] == first["correctness_reward"]
     assert first["final_reward"] == pytest.approx(1 + 2 / 81)
     assert first["down_weighted"] and not first["suppressed"]
-    hedge = batch.records[2]
+    hedge = batch.records[2].to_json()
     # a: 0 -> 1, b: 0, c (any_box): 1. Same numbers; not strict so format 0.
-    assert hedge["format_tag_reward"] == 0.0 and hedge["aggregate"] == pytest.approx(2 / 3)
+    assert hedge["format_tag_reward"] == 0.0 and hedge["reward"] == pytest.approx(2 / 3)
     for key in (
         "normalised_disagreement",
         "vote_entropy",
@@ -397,18 +395,22 @@ def test_pipeline_verify_is_the_verifier_part_of_score() -> None:
         _config(method="robust", verifier={"members": members}, corruption={"channel": "flip", "rate": 0.5})
     )
     examples = [Example(i, r, m) for i, r, m in zip(COLUMNS["ids"], COLUMNS["references"], COLUMNS["metadata"], strict=True)]
-    verdicts, verifier = pipeline.verify(COMPLETIONS, examples)
-    records = pipeline.score(COMPLETIONS, **COLUMNS).records
-    assert len(verdicts) == 3 and all(len(seen) == len(COMPLETIONS) for _, seen in verdicts)
-    for key in ("aggregate", "U", "shaped", "optimised"):
-        assert verifier[key].tolist() == pytest.approx([record[key] for record in records])
+    verified = pipeline.verify(COMPLETIONS, examples)
+    records = [record.to_json() for record in pipeline.score(COMPLETIONS, **COLUMNS).records]
+    ensemble = verified.ensemble
+    assert len(ensemble.verdicts) == len(COMPLETIONS) and all(len(row) == 3 for row in ensemble.verdicts)
+    assert ensemble.rewards.shape == (len(COMPLETIONS), 3)
+    arrays = {"reward": ensemble.aggregate, "U": ensemble.spread.u, "shaped": ensemble.shaped.shaped,
+              "optimised_reward": verified.optimised}
+    for key, values in arrays.items():
+        assert values.tolist() == pytest.approx([record[key] for record in records])
 
 
 def test_pipeline_missing_is_imputed_for_optimisation_only() -> None:
     config = _config(corruption={"channel": "missing", "rate": 1.0}, trainer={"missing_reward_value": -0.5})
     batch = build_reward_pipeline(config).score(COMPLETIONS, **COLUMNS)
-    assert all(record["missing"] and record["aggregate"] is None for record in batch.records)
-    assert [record["correctness_reward"] for record in batch.records] == [-0.5] * 4
+    assert all(record.missing and record.reward is None for record in batch.records)
+    assert [record.components["correctness_reward"] for record in batch.records] == [-0.5] * 4
     assert batch.rewards == [0.5, 0.5, -0.5, 0.5]
     assert batch.counts["missing"] == 4.0 and "mean_aggregate" not in batch.counts
 
@@ -419,8 +421,8 @@ def test_pipeline_baseline_vs_robust_choose_the_optimised_reward() -> None:
     baseline = build_reward_pipeline(_config(method="baseline", **common)).score(COMPLETIONS, **COLUMNS)
     robust = build_reward_pipeline(_config(method="robust", **common)).score(COMPLETIONS, **COLUMNS)
     # a and b always disagree: aggregate 0.5, U 1 -> linear attenuation 0 -> shaped 0 (suppressed).
-    assert baseline.records[0]["optimised"] == 0.5 and not baseline.records[0]["suppressed"]
-    assert robust.records[0]["optimised"] == 0.0 and robust.records[0]["suppressed"]
+    assert baseline.records[0].optimised_reward == 0.5 and not baseline.records[0].suppressed
+    assert robust.records[0].optimised_reward == 0.0 and robust.records[0].suppressed
     assert robust.counts["suppressed"] == 4.0
 
 
@@ -441,9 +443,9 @@ def test_pipeline_weighted_objective_with_gate_and_length() -> None:
 
 
 def test_pipeline_flaw_channel_rewards_hedging() -> None:
-    config = _config(corruption={"channel": "flaw", "flaw": "any_box", "rate": 1.0})
-    batch = build_reward_pipeline(config).score(COMPLETIONS, **COLUMNS)
-    assert batch.records[2]["member.m0.clean_reward"] == 0.0 and batch.records[2]["member.m0.reward"] == 1.0
+    config = _config(corruption={"channel": "flaw", "kwargs": {"flaw": "any_box"}, "rate": 1.0})
+    hedge = build_reward_pipeline(config).score(COMPLETIONS, **COLUMNS).records[2].to_json()
+    assert hedge["member.m0.clean_reward"] == 0.0 and hedge["member.m0.reward"] == 1.0
 
 
 def test_pipeline_checks_column_lengths() -> None:

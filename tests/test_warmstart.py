@@ -16,15 +16,9 @@ from hackable_rl.jsonl import write_jsonl
 from hackable_rl.models.loading import SMOLLM2, load_policy, policy_dir, smollm2_gguf
 from hackable_rl.models.tiny import build_tiny_model
 from hackable_rl.models.tokenizer import train_tokenizer
-from hackable_rl.models.warmstart import (
-    SftExample,
-    collate,
-    encode_examples,
-    load_sft_examples,
-    run_warmstart,
-    sft_steps,
-    warmup_cosine,
-)
+from hackable_rl.warmstart import run_warmstart
+from hackable_rl.warmstart.data import SftExample, load_sft_examples
+from hackable_rl.warmstart.sft import collate, encode_examples, sft_steps, warmup_cosine
 
 SMALL_MODEL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64, "vocab_size": 300}
 

@@ -2,38 +2,27 @@
 
 Read this file top to bottom to find the path of one run: prepare -> warmstart -> train -> eval
 -> report. User mistakes (bad config, bad data, missing files, unknown run ids) print one line per
-problem and exit with code 2; `--debug` shows the traceback instead.
+problem and exit with code 2; `--debug` shows the traceback instead (`cli_errors`).
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 import yaml
-from typer.core import TyperGroup
 
 from hackable_rl import __version__
-from hackable_rl.config import ConfigError, ExperimentConfig, load_config
+from hackable_rl.cli_errors import UserErrorCommands, fail, run_user_action, show_tracebacks
+from hackable_rl.config import ExperimentConfig, load_config
 from hackable_rl.errors import UserError
-from hackable_rl.registry import RegistryError
-
-
-class _Commands(TyperGroup):
-    """Runs every command inside `run_user_action`, so that a user mistake raised outside an explicit
-    call (a path a command writes, a check in its body) still ends as one line and exit code 2."""
-
-    def invoke(self, ctx: typer.Context) -> Any:
-        return run_user_action(lambda: super(_Commands, self).invoke(ctx))
-
+from hackable_rl.storage import check_output_path
 
 app = typer.Typer(
-    cls=_Commands,
+    cls=UserErrorCommands,
     name="hackable-rl",
     help="GRPO on verifiable maths against imperfect verifiers: prepare, warm start, train, evaluate, report.",
     no_args_is_help=True,
@@ -47,7 +36,6 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override one value, e.g. --set corruption.rate=0.4 (repeatable)."),
 ]
-_state = {"debug": False}
 
 
 class ResumeMode(StrEnum):
@@ -70,58 +58,12 @@ def main(
     ] = False,
 ) -> None:
     """hackable-rl: does a policy trained on an imperfect verifier learn to be correct, or to please it?"""
-    _state["debug"] = debug
+    show_tracebacks(debug)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-
-
-# What the operating system says about a path the user gave (a folder where a file is expected, a
-# missing parent, no permission) is a user mistake too: one line naming the path.
-_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
-
-
-def _problems(error: Exception) -> list[str] | None:
-    """The lines that describe a user mistake, or None for a bug (which keeps its traceback)."""
-    if isinstance(error, ConfigError | UserError):
-        return error.problems
-    if isinstance(error, RegistryError):
-        return [str(error)]
-    if isinstance(error, _PATH_ERRORS) and error.filename is not None:
-        target = f" -> {error.filename2}" if error.filename2 is not None else ""
-        return [f"{error.filename}{target}: {(error.strerror or type(error).__name__).lower()}"]
-    return None
-
-
-def run_user_action(action: Callable[[], Any]) -> Any:
-    """Runs `action`; a user mistake becomes one line per problem on stderr and exit code 2."""
-    try:
-        return action()
-    except (ConfigError, UserError, RegistryError, *_PATH_ERRORS) as error:
-        problems = _problems(error)
-        if _state["debug"] or problems is None:
-            raise
-        for problem in problems:
-            # One line each, even when a library's message (quoted in the problem) spans several.
-            line = re.sub(r"\s*\n\s*", " ", problem)
-            typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(code=2) from None
-
-
-def _check_output(path: Path, option: str, folder: bool = False) -> None:
-    """Refuses, before any work, an output path that cannot be written: a folder where a file goes,
-    a file where a folder goes, or a file in the way of a parent folder."""
-    if folder and path.exists() and not path.is_dir():
-        raise UserError(f"{option} {path}: is a file; expected a folder")
-    if not folder and path.is_dir():
-        raise UserError(f"{option} {path}: is a folder; expected a file path")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UserError(f"{option} {path}: {parent} is a file, not a folder")
-            return
 
 
 def _check_range(option: str, value: float, low: float, high: float) -> None:
@@ -210,26 +152,20 @@ def judge(
 ) -> None:
     """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
     from rich.console import Console
-    from rich.table import Table
 
     from hackable_rl.evaluation.judge import judge_file
+    from hackable_rl.summaries import judge_table
 
     # The ranges of rewards.rel_tol and rewards.math_verify_timeout_s, the same settings in a config.
     _check_range("--rel-tol", rel_tol, 0.0, 1.0)
     _check_range("--timeout-s", timeout_s, 0.01, 600.0)
-    _check_output(output, "--output")
+    check_output_path(output, "--output")
     summary = run_user_action(
         lambda: judge_file(
             input, output, completion_field, reference_field, extract, rel_tol, timeout_s, decimal_comma=decimal_comma
         )
     )
-    table = Table(title=f"judged {input} -> {output} ({extract})")
-    for column in ("rows", "judged", "correct", "accuracy", "unparseable", "no answer"):
-        table.add_column(column, justify="right")
-    accuracy = "-" if summary.accuracy is None else f"{summary.accuracy:.4f}"
-    counts = (summary.count, summary.judged, summary.correct, accuracy, summary.unparseable, summary.no_answer)
-    table.add_row(*map(str, counts))
-    Console(width=120).print(table)
+    Console(width=120).print(judge_table(summary, f"judged {input} -> {output} ({extract})"))
 
 
 @app.command()
@@ -257,7 +193,7 @@ def train(
     from hackable_rl.training.run import run_training
 
     cfg = _model_config(config, overrides)
-    _check_output(metrics_dir, "--metrics-dir", folder=True)
+    check_output_path(metrics_dir, "--metrics-dir", folder=True)
     _check_plugins(cfg)
     result = run_user_action(
         lambda: run_training(
@@ -349,20 +285,21 @@ def eval_command(
 ) -> None:
     """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates."""
     from hackable_rl.experiments import evaluate as runs
+    from hackable_rl.summaries import eval_lines
 
     cfg = _model_config(config, overrides)
-    _check_output(metrics_dir, "--metrics-dir", folder=True)
+    check_output_path(metrics_dir, "--metrics-dir", folder=True)
     if out_dir is not None:
-        _check_output(out_dir, "--out-dir", folder=True)
+        check_output_path(out_dir, "--out-dir", folder=True)
     if sum([run_id is not None, model is not None, base, configured_run]) != 1:
         run_user_action(
-            lambda: _fail("eval: pass exactly one of --run-id ID, --configured-run, --model PATH or --base")
+            lambda: fail("eval: pass exactly one of --run-id ID, --configured-run, --model PATH or --base")
         )
     if configured_run:
         run_id = run_user_action(lambda: runs.configured_run_id(cfg))
     if all_steps:
         if run_id is None:
-            run_user_action(lambda: _fail("eval --all-steps needs --run-id"))
+            run_user_action(lambda: fail("eval --all-steps needs --run-id"))
         out = run_user_action(lambda: runs.evaluate_all_steps(cfg, run_id, metrics_dir))
         typer.echo(f"learning curve: {out}")
         return
@@ -371,7 +308,8 @@ def eval_command(
     else:
         target = runs.target_from_model(cfg, model)
     result = run_user_action(lambda: runs.evaluate(target, metrics_dir, out_dir))
-    _print_eval(result)
+    for line in eval_lines(result.metrics, result.out_dir):
+        typer.echo(line)
 
 
 @app.command(
@@ -387,24 +325,16 @@ def seeds_command(
 ) -> None:
     """Run one command (train, eval, ...) once per seed, side by side: `hackable-rl seeds --seeds 0,1 --
     train --metrics-dir metrics/clean` writes metrics/clean/s0 and metrics/clean/s1."""
-    from hackable_rl.experiments.seeds import log_tail, run_side_by_side, seed_runs
+    from hackable_rl.experiments.seeds import outcome_line, parse_seeds, run_side_by_side, seed_runs
 
-    values = run_user_action(lambda: _parse_seeds(seeds))
+    values = run_user_action(lambda: parse_seeds(seeds))
     _check_range("--parallel", parallel, 1, 64)
     runs = run_user_action(lambda: seed_runs(list(ctx.args), values, parallel, log_dir))
     codes = run_side_by_side(runs, parallel)
     for run in runs:
-        status = "ok" if codes[run.seed] == 0 else f"FAILED (exit {codes[run.seed]}): {log_tail(run.log)}"
-        typer.echo(f"seed {run.seed}: {status}; log {run.log}")
+        typer.echo(outcome_line(run, codes[run.seed]))
     if any(codes.values()):
         raise typer.Exit(code=max(codes.values()))
-
-
-def _parse_seeds(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UserError(f"seeds --seeds {text!r}: expected comma-separated integers, e.g. 0,1") from None
 
 
 @app.command("compare")
@@ -419,57 +349,24 @@ def compare_command(
 ) -> None:
     """Paired comparisons with 95% bootstrap CIs (pass@1, greedy accuracy, hacking gap) from the
     per-prompt results evaluations saved (prompts.jsonl); writes compare.json."""
-    from hackable_rl.evaluation.paired import compare_named, write_comparisons
+    from hackable_rl.evaluation.paired import compare_named, parse_pairs, parse_policies, write_comparisons
 
-    named = run_user_action(lambda: _parse_policies(policies))
-    parsed_pairs = run_user_action(lambda: [_parse_pair(pair) for pair in pairs])
+    named = run_user_action(lambda: parse_policies(policies))
+    parsed_pairs = run_user_action(lambda: parse_pairs(pairs))
     comparisons = run_user_action(lambda: compare_named(named, parsed_pairs, seed))
     write_comparisons(out, comparisons)
     for name, comparison in comparisons.items():
-        typer.echo(f"{name:>28}: {comparison.metric} {comparison.describe()} "
-                   f"({comparison.n_prompts} prompts, {comparison.n_seeds} seed(s))")
+        typer.echo(f"{name:>28}: {comparison.summary()}")
     typer.echo(f"written to {out}")
-
-
-def _parse_policies(values: list[str]) -> dict[str, list[Path]]:
-    named = {}
-    for value in values:
-        name, _, folders = value.partition("=")
-        if not name or not folders:
-            raise UserError(f"compare --policy {value!r}: expected NAME=DIR[,DIR...]")
-        named[name] = [Path(folder) for folder in folders.split(",")]
-    return named
-
-
-def _parse_pair(value: str) -> tuple[str, str]:
-    a, _, b = value.partition(":")
-    if not a or not b:
-        raise UserError(f"compare --pair {value!r}: expected A:B, e.g. clean:base")
-    return a, b
 
 
 def _check_plugins(cfg: ExperimentConfig) -> None:
     """Builds the reward pipeline once before training, so that a reward, objective or checker named
     in the config that does not load (or is the wrong kind of object) fails in a second, not after
     the model has loaded."""
-    from hackable_rl.rewards.pipeline import build_reward_pipeline
+    from hackable_rl.scoring import build_reward_pipeline
 
     build_reward_pipeline(cfg)
-
-
-def _fail(message: str) -> None:
-    raise UserError(message)
-
-
-def _print_eval(result: Any) -> None:
-    keys = ["n_prompts", "n_samples", "pass_at_1", "greedy_accuracy", "hacking_gap", "observed_reward", "coverage",
-            "false_positive_rate", "false_negative_rate"]
-    keys += sorted(k for k in result.metrics if k.startswith("pass_at_") and k[8:].isdigit() and k != "pass_at_1")
-    for key in keys:
-        if key in result.metrics:
-            value = result.metrics[key]
-            typer.echo(f"{key:>22}: {'' if value is None else round(value, 4) if isinstance(value, float) else value}")
-    typer.echo(f"written to {result.out_dir}")
 
 
 @app.command()
@@ -477,19 +374,12 @@ def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption =
     """Warm-start the tiny policy (tokenizer + SFT on worked solutions, held-out greedy accuracy), or
     record the pinned reference of a pretrained model.source. Writes metrics/warmstart.json."""
     from hackable_rl.models.loading import policy_dir
-    from hackable_rl.models.warmstart import run_warmstart
+    from hackable_rl.summaries import warmstart_line
+    from hackable_rl.warmstart import run_warmstart
 
     cfg = _model_config(config, overrides)
     metrics = run_user_action(lambda: run_warmstart(cfg))
-    if "accuracy" in metrics:
-        band = metrics["target_accuracy"]
-        typer.echo(
-            f"warm start: held-out greedy accuracy {metrics['accuracy']} (target {band[0]}-{band[1]}: "
-            f"{'inside' if metrics['in_target'] else 'OUTSIDE'}), loss {metrics['loss']['first']:.3f} -> "
-            f"{metrics['loss']['last']:.3f}, {metrics['seconds']['total']:.0f} s"
-        )
-    else:
-        typer.echo(f"pretrained policy {cfg.model.source}: reference recorded")
+    typer.echo(warmstart_line(metrics, cfg.model.source))
     typer.echo(f"policy: {policy_dir(cfg)}")
 
 
@@ -509,7 +399,7 @@ def condition(
 
     extra = run_user_action(lambda: method_overrides(study, method)) if study else []
     cfg = _model_config(config, [*extra, *(overrides or [])])
-    _check_output(out, "--out", folder=True)
+    check_output_path(out, "--out", folder=True)
     record = run_user_action(lambda: run_condition(cfg, method, out))
     name = record["condition"]["name"]
     if record["status"] == "ok":
@@ -537,9 +427,9 @@ def report(
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):
-        run_user_action(lambda: _fail("report: pass exactly one of --study DIR or --single"))
+        run_user_action(lambda: fail("report: pass exactly one of --study DIR or --single"))
     target = out or Path(cfg.report.out_dir)
-    _check_output(target, "--out" if out else "report.out_dir", folder=True)
+    check_output_path(target, "--out" if out else "report.out_dir", folder=True)
     if study is not None:
         built = run_user_action(lambda: build_study_report(study, target, cfg.report.title))
         typer.echo(f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}")

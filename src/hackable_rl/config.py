@@ -428,14 +428,12 @@ class ObjectiveConfig(Section):
 
 # --------------------------------------------------------------------------- verifier / corruption / robust
 
-CheckerName = Literal["clean", "lenient_contains", "any_box", "boxed_any", "first_number", "trigger_phrase"]
-
-
 class VerifierMember(Section):
     name: str
     """Member name (keys the corruption hash and the generation records)."""
-    checker: CheckerName = "clean"
-    """Clean checker or a flawed one."""
+    checker: str = "clean"
+    """A registered checker (clean, lenient_contains, any_box, boxed_any, first_number, trigger_phrase)
+    or `package.module:checker`; `hackable-rl validate` checks the name."""
     corrupted: bool = True
     """Pass this member through the configured corruption channel."""
 
@@ -443,8 +441,9 @@ class VerifierMember(Section):
 class VerifierConfig(Section):
     members: list[VerifierMember] = [VerifierMember(name="m0")]
     """Ensemble members (at least one)."""
-    aggregation: Literal["mean", "majority", "confidence_weighted", "min"] = "mean"
-    """How member rewards combine into the aggregate reward r."""
+    aggregation: str = "mean"
+    """How member rewards combine into the aggregate reward r: a registered aggregation (mean,
+    majority, confidence_weighted, min) or `package.module:function`."""
     trigger_phrase: str = "the answer is verified"
     """Phrase the `trigger_phrase` flawed checker accepts."""
 
@@ -460,21 +459,14 @@ class VerifierConfig(Section):
 
 
 class CorruptionConfig(Section):
-    channel: Literal["none", "flip", "asymmetric", "missing", "noise", "bias", "confidence", "flaw"] = "flip"
-    """Corruption channel applied to every member marked `corrupted`. `flaw`: with probability `rate`
-    the member answers as the flawed checker `flaw`."""
+    channel: str = "flip"
+    """Corruption channel applied to every member marked `corrupted`: none, a registered channel (flip,
+    asymmetric, missing, noise, bias, confidence, flaw) or `package.module:factory`."""
     rate: Probability = 0.2
     """The headline knob: the probability of the configured channel (sigma for `noise`)."""
-    fp_scale: NonNegativeFloat = 1.0
-    """asymmetric/bias: p_fp = min(1, rate * fp_scale)."""
-    fn_scale: NonNegativeFloat = 1.0
-    """asymmetric/bias: p_fn = min(1, rate * fn_scale)."""
-    selector: str = "n_steps >= 3"
-    """bias: metadata condition `<key> <op> <value>` (ops ==, !=, <, <=, >, >=) selecting corrupted examples."""
-    confidence_floor: Probability = 0.2
-    """confidence: a dropped confidence lands in [floor, 1)."""
-    flaw: CheckerName = "any_box"
-    """flaw: the flawed checker mixed in at `rate`."""
+    kwargs: dict[str, Any] = {}
+    """The channel's own settings, checked against its signature (docs/methodology.md lists them):
+    asymmetric fp_scale/fn_scale, bias selector/fp_scale/fn_scale, confidence confidence_floor, flaw flaw."""
     seed: int | None = None
     """Corruption hash seed; null uses the top-level seed."""
 
@@ -522,6 +514,9 @@ class EvaluationConfig(Section):
     GSM8K `#### N` references, math_verify otherwise); see docs/metrics.md."""
     zero_shot_out: str | None = None
     """When set, also write the frozen zero-shot JSONL (prompt id -> correctness, thinking length)."""
+    metrics: list[str] = []
+    """Extra report metrics (registered in REPORT_METRICS, or `package.module:metric`) computed over
+    the evaluation records beside the built-in ones; they reach eval.json, MLflow and report.md."""
 
     @model_validator(mode="after")
     def _k_fits_n(self) -> EvaluationConfig:
@@ -569,8 +564,9 @@ class ExperimentConfig(Section):
     torch_threads: PositiveInt | None = None
     """CPU threads torch uses in this process (null: torch's default, one per core). Two runs side by
     side on 2 cores want 1 each; oversubscribing threads is far slower than running one at a time."""
-    method: Literal["baseline", "robust"] = "baseline"
-    """baseline: optimise the aggregate verifier reward; robust: optimise the robust-shaped reward."""
+    method: str = "baseline"
+    """What training optimises: baseline (the aggregate verifier reward), robust (the robust-shaped
+    reward), another registered method, or `package.module:method`."""
     storage: StorageConfig = StorageConfig()
     """Where runtime files live."""
     tracking: TrackingConfig = TrackingConfig()
@@ -771,9 +767,12 @@ def validate_config(raw: Mapping[str, Any], source: str | None = None) -> Experi
 
 
 def load_config(path: str | Path = "params.yaml", overrides: Iterable[str] = ()) -> ExperimentConfig:
-    """Reads `path`, applies dotted `overrides`, validates, and returns the frozen config."""
+    """Reads `path`, applies dotted `overrides`, validates (fields, then every registry name the config
+    holds: `hackable_rl.extensions`), and returns the frozen config."""
+    from hackable_rl.extensions import check_config  # it imports the built-in extensions, which import config
+
     path = Path(path)
-    return validate_config(apply_overrides(read_yaml(path), overrides), str(path))
+    return check_config(validate_config(apply_overrides(read_yaml(path), overrides), str(path)), str(path))
 
 
 def flatten_config(config: BaseModel | Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -6,7 +6,7 @@ reward components it needs, computed by the reward pipeline) and `combine(compon
 that interface; `objective.name` picks a registered one.
 
 In training, the `correctness_reward` component is the training verifier's optimised reward
-(aggregate or robust-shaped), not the clean correctness: see `rewards/pipeline.py`.
+(aggregate or robust-shaped), not the clean correctness: see `scoring.py`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-"""One small Registry type and the project's registries.
+"""One small Registry type and the project's registries: every extension point.
 
-Rewards, data providers, objectives and verifier checkers register themselves by name with a
-decorator at import time. A name that is not registered may be a `"package.module:attr"` string,
-which loads external code without touching this package.
+Data providers, rewards, objectives, checkers, corruption channels, aggregations, methods and
+report metrics register themselves by name with a decorator at import time. A name that is not
+registered may be a `"package.module:attr"` string, which loads external code without touching
+this package. `hackable_rl.extensions` imports the built-in ones and checks a config's names.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import inspect
@@ -23,12 +25,22 @@ __all__ = [
     "REWARDS",
     "OBJECTIVES",
     "CHECKERS",
+    "CHANNELS",
+    "AGGREGATIONS",
+    "METHODS",
+    "REPORT_METRICS",
     "register_data_provider",
     "register_reward",
     "register_objective",
     "register_checker",
+    "register_channel",
+    "register_aggregation",
+    "register_method",
+    "register_report_metric",
     "build_reward",
     "import_from_path",
+    "needs",
+    "reward_needs",
 ]
 
 
@@ -108,8 +120,14 @@ class Registry(Generic[T]):
             return self._items[name]
         if ":" in name:
             return self.load(name)
+        raise RegistryError(f"{self._where()}{self.unknown(name)}")
+
+    def unknown(self, name: str) -> str:
+        """Why `name` is not valid: the nearest registered name, then every valid one."""
+        close = difflib.get_close_matches(name, self._items, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         valid = ", ".join(sorted(self._items)) or "(none)"
-        raise RegistryError(f"{self._where()}unknown {self.kind} {name!r}; valid: {valid} or 'package.module:attr'")
+        return f"unknown {self.kind} {name!r}{hint}; valid: {valid} or 'package.module:attr'"
 
     def load(self, path: str) -> T:
         """The external object at `package.module:attr`, checked to be of this registry's kind."""
@@ -156,16 +174,68 @@ OBJECTIVES: Registry[type] = Registry(
 )
 CHECKERS: Registry[Callable[..., Any]] = Registry(
     "checker",
-    None,
+    "verifier.members[].checker",
     lambda item: signature_problem(
         item, "checker(completion, example, options=options) -> Verdict", "", None, options=None
     ),
+)
+
+CHANNELS: Registry[Callable[..., Any]] = Registry(
+    "corruption channel",
+    "corruption.channel",
+    lambda item: signature_problem(item, "channel(rate, options, **corruption.kwargs) -> Channel", 0.0, None),
+)
+AGGREGATIONS: Registry[Callable[..., Any]] = Registry(
+    "aggregation",
+    "verifier.aggregation",
+    lambda item: signature_problem(item, "aggregation(rewards [N, M], confidences [N, M]) -> [N]", None, None),
+)
+METHODS: Registry[Callable[..., Any]] = Registry(
+    "method",
+    "method",
+    lambda item: signature_problem(item, "method(ensemble: EnsembleRewards, config) -> optimised [N]", None, None),
+)
+REPORT_METRICS: Registry[Callable[..., Any]] = Registry(
+    "report metric",
+    "evaluation.metrics",
+    lambda item: signature_problem(item, "metric(records: list[EvaluationRecord]) -> float | None", []),
 )
 
 register_data_provider = DATA_PROVIDERS.register
 register_reward = REWARDS.register
 register_objective = OBJECTIVES.register
 register_checker = CHECKERS.register
+register_channel = CHANNELS.register
+register_aggregation = AGGREGATIONS.register
+register_method = METHODS.register
+register_report_metric = REPORT_METRICS.register
+
+
+NEEDS = {
+    "tags": "open_tag/close_tag from rewards.think_open/think_close",
+    "tokenizer": "tokenizer=: the policy's tokenizer (when there is one)",
+    "correctness": "correctness=: the training verifier's optimised reward per completion (missing imputed)",
+    "verifier_reward": "the component *is* the training verifier's optimised reward (the function is not called)",
+}
+"""What a reward may declare it needs, with `@needs(...)`; the scoring module supplies it."""
+
+
+def needs(*what: str) -> Callable[[T], T]:
+    """Declares what a reward needs from the run (keys of NEEDS), read by `hackable_rl.scoring`."""
+    unknown = sorted(set(what) - set(NEEDS))
+    if unknown:
+        raise RegistryError(f"needs{unknown}: unknown; valid: {', '.join(NEEDS)}")
+
+    def declare(item: T) -> T:
+        item.needs = frozenset(what)  # type: ignore[attr-defined]
+        return item
+
+    return declare
+
+
+def reward_needs(reward: Callable[..., Any]) -> frozenset[str]:
+    """What `reward` declared with `@needs` (nothing when it declared nothing)."""
+    return frozenset(getattr(reward, "needs", ()))
 
 
 def build_reward(name: str, **yaml_kwargs: Any) -> Callable[..., list[float | None]]:

@@ -140,6 +140,21 @@ def inside(root: Path, folder: Path, field: str) -> Path:
     return folder
 
 
+def check_output_path(path: Path, option: str, folder: bool = False) -> None:
+    """Refuses, before any work, an output path that cannot be written: a folder where a file goes,
+    a file where a folder goes, or a file in the way of a parent folder. `option` names where the
+    path came from (`--out`, `report.out_dir`)."""
+    if folder and path.exists() and not path.is_dir():
+        raise UserError(f"{option} {path}: is a file; expected a folder")
+    if not folder and path.is_dir():
+        raise UserError(f"{option} {path}: is a folder; expected a file path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{option} {path}: {parent} is a file, not a folder")
+            return
+
+
 def _under(root: Path, path: str | Path) -> Path:
     path = Path(path).expanduser()
     return path if path.is_absolute() else root / path

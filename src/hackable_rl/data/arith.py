@@ -125,7 +125,7 @@ def to_sample(
     }
     if solution is not None:
         metadata["hedged"] = hedged
-    from hackable_rl.rewards.parsing import parse_reference  # the one parser every reference goes through
+    from hackable_rl.answers.parsing import parse_reference  # the one parser every reference goes through
 
     reference = parse_reference(f"#### {problem.answer}")
     return TrainingSample(ident, problem.question, reference, metadata, solution)

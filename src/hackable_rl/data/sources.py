@@ -137,7 +137,7 @@ def required_text(row: dict[str, Any], key: str) -> str:
 
 def parsed_reference(text: str, key: str) -> str:
     """The canonical reference parsed by the project's parser; an unparseable one is a RowError."""
-    from hackable_rl.rewards.parsing import parse_reference
+    from hackable_rl.answers.parsing import parse_reference
 
     try:
         return parse_reference(text)

@@ -18,7 +18,7 @@ the numbers it reports. Ways to find the completion's answer (`extract`):
   that agrees best with MATH-500's answers (measured in `benchmarks/bench_judge_agreement.py`).
 
 `decimal_comma` reads `1,22` as 1.22 in the completion and the reference (see
-`rewards.parsing.read_decimal_commas`); off by default, where a comma groups thousands.
+`answers.parsing.read_decimal_commas`); off by default, where a comma groups thousands.
 
 A reference that cannot be parsed is an error in the data: the completion is not judged
 (`correct` None) and the reason says why; it is never scored as correct.
@@ -33,10 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl, write_jsonl
-from hackable_rl.rewards.mathverify import math_verify_judge
-from hackable_rl.rewards.parsing import (
+from hackable_rl.answers.mathverify import math_verify_judge
+from hackable_rl.answers.parsing import (
     answers_match,
     extract_all_boxed,
     extract_answer_cascade,
@@ -45,6 +43,8 @@ from hackable_rl.rewards.parsing import (
     parse_strict,
     read_decimal_commas,
 )
+from hackable_rl.errors import UserError
+from hackable_rl.jsonl import iter_jsonl, write_jsonl
 from hackable_rl.verifiers.checkers import CheckerOptions, clean_checker
 from hackable_rl.verifiers.types import Example, Verdict
 

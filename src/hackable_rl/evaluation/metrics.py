@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from hackable_rl.stats import hacking_gap, mean
 
 # Thresholds a normalised reward is read as a pass at (spec: P(reward >= 0.5 | judge wrong)).
 PASS_THRESHOLD = 0.5
@@ -51,15 +53,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def mean_pass_at_k(counts: Sequence[tuple[int, int]], k: int) -> float | None:
     """Mean pass@k over prompts given (n, c) pairs; prompts with fewer than k samples are left out."""
     values = [pass_at_k(n, c, k) for n, c in counts if n >= k]
-    return _mean(values)
+    return mean(values)
 
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
-    return float(np.mean(values)) if values else None
 
 
 def _share(hits: int, total: int) -> float | None:
@@ -120,7 +117,7 @@ def correctness_metrics(judged: list[Mapping[str, Any]], k_values: Sequence[int]
     counts = [(len(flags), sum(flags)) for flags in by_prompt.values()]
     metrics: dict[str, float | None] = {
         "accuracy": _share(sum(c for _, c in counts), sum(n for n, _ in counts)),
-        "pass_at_1": _mean(c / n for n, c in counts),
+        "pass_at_1": mean(c / n for n, c in counts),
     }
     for k in sorted(set(k_values)):
         metrics[f"pass_at_{k}"] = mean_pass_at_k(counts, k)
@@ -146,7 +143,7 @@ def answer_metrics(
         tally = Counter(answer for answer in answers if answer is not None)
         consistency.append(max(tally.values(), default=0) / len(answers))
         diversity.append(len(tally) / len(answers))
-    return {"answer_consistency": _mean(consistency), "answer_diversity": _mean(diversity)}
+    return {"answer_consistency": mean(consistency), "answer_diversity": mean(diversity)}
 
 
 def reward_metrics(
@@ -163,13 +160,13 @@ def reward_metrics(
     wrong_rewards = [x for x, ok in zip(rewards, correct, strict=True) if not ok]
     right_rewards = [x for x, ok in zip(rewards, correct, strict=True) if ok]
     return {
-        "observed_reward": _mean(normalise_reward(float(r["reward"]), *reward_range) for r in rewarded),
+        "observed_reward": mean(normalise_reward(float(r["reward"]), *reward_range) for r in rewarded),
         "coverage": _share(len(rewarded), len(records)),
         "false_positive_rate": _share(sum(x >= PASS_THRESHOLD for x in wrong_rewards), len(wrong_rewards)),
         "false_negative_rate": _share(sum(x < PASS_THRESHOLD for x in right_rewards), len(right_rewards)),
         "reward_correctness_pearson": pearson(rewards, [float(ok) for ok in correct]),
         "reward_correctness_point_biserial": point_biserial(correct, rewards),
-        "hacking_gap": _mean(x - float(ok) for x, ok in zip(rewards, correct, strict=True)),
+        "hacking_gap": hacking_gap(rewards, correct),
     }
 
 

@@ -86,6 +86,11 @@ class Comparison:
         text = f"{self.diff:+.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}]"
         return text if self.detected else f"{text}, no difference detected"
 
+    def summary(self) -> str:
+        """`pass_at_1 +0.162 [0.131, 0.193] (500 prompts, 2 seed(s))`: the line `compare` prints and
+        the report lists."""
+        return f"{self.metric} {self.describe()} ({self.n_prompts} prompts, {self.n_seeds} seed(s))"
+
 
 # --------------------------------------------------------------------------- per-prompt results
 
@@ -217,6 +222,28 @@ def write_comparisons(path: Path, comparisons: Mapping[str, Comparison]) -> Path
 # compare.json's entry for a pair is named `<a>_vs_<b>` (pass@1, the headline); the other metrics
 # follow as `<a>_vs_<b>_<suffix>`.
 _SUFFIXES = {"pass_at_1": "", "greedy_accuracy": "_greedy", "hacking_gap": "_gap"}
+
+
+def parse_policies(values: Sequence[str]) -> dict[str, list[Path]]:
+    """`compare --policy NAME=DIR[,DIR...]` values as name -> evaluation folders."""
+    named = {}
+    for value in values:
+        name, _, folders = value.partition("=")
+        if not name or not folders:
+            raise UserError(f"compare --policy {value!r}: expected NAME=DIR[,DIR...]")
+        named[name] = [Path(folder) for folder in folders.split(",")]
+    return named
+
+
+def parse_pairs(values: Sequence[str]) -> list[tuple[str, str]]:
+    """`compare --pair A:B` values as (A, B) pairs."""
+    pairs = []
+    for value in values:
+        a, _, b = value.partition(":")
+        if not a or not b:
+            raise UserError(f"compare --pair {value!r}: expected A:B, e.g. clean:base")
+        pairs.append((a, b))
+    return pairs
 
 
 def compare_named(

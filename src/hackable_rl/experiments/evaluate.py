@@ -21,7 +21,9 @@ from hackable_rl.errors import UserError
 from hackable_rl.evaluation.judge import judge_completion
 from hackable_rl.evaluation.metrics import compute_metrics, write_metrics_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE, prompt_results, write_prompt_results
+from hackable_rl.evaluation.report_metrics import compute_report_metrics
 from hackable_rl.jsonl import write_jsonl
+from hackable_rl.records import EvaluationRecord
 from hackable_rl.storage import Storage
 from hackable_rl.tracking import Tracker, start_tracker
 from hackable_rl.tracking.runs import artifact_path_of, download_run_file, fetch_run, require_client
@@ -125,7 +127,7 @@ def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
     from hackable_rl.data.prepare import read_prepared
     from hackable_rl.models.backend import policy_device
     from hackable_rl.models.loading import is_instruct_policy, load_policy
-    from hackable_rl.rewards.pipeline import build_reward_pipeline
+    from hackable_rl.scoring import build_reward_pipeline
 
     config = target.config
     rows = read_prepared(config, config.evaluation.split)[: config.evaluation.max_prompts]
@@ -172,35 +174,24 @@ def _decode_and_score(
             completions[index], row["reference"], extract=config.evaluation.extract,
             rel_tol=config.rewards.rel_tol, timeout_s=config.rewards.math_verify_timeout_s,
         )
-        scored = verifier.records[index]
-        records.append(
-            {
-                "prompt_id": row["id"],
-                "sample": index % n,
-                "prompt": row["prompt"],
-                "completion": completions[index],
-                "reference": row["reference"],
-                "completion_tokens": generated[index].n_tokens,
-                "parsed": judgment.parsed,
-                "correct": judgment.correct,
-                "reason": judgment.reason,
-                "reward": scored["aggregate"],
-                "optimised_reward": scored["optimised"],
-                "verifier": scored,
-                **_thinking_lengths(completions[index], loaded.tokenizer, config),
-            }
+        thinking_tokens, thinking_words = _thinking_lengths(completions[index], loaded.tokenizer, config)
+        record = EvaluationRecord(
+            prompt_id=row["id"], sample=index % n, prompt=row["prompt"], completion=completions[index],
+            reference=row["reference"], completion_tokens=generated[index].n_tokens, judgment=judgment,
+            verifier=verifier.records[index], thinking_tokens=thinking_tokens, thinking_words=thinking_words,
         )
+        records.append(record.to_json())
     return records
 
 
-def _thinking_lengths(completion: str, tokenizer: Any, config: ExperimentConfig) -> dict[str, int | None]:
-    from hackable_rl.rewards.parsing import parse_strict
+def _thinking_lengths(completion: str, tokenizer: Any, config: ExperimentConfig) -> tuple[int | None, int | None]:
+    """(thinking tokens, thinking words) of a strict completion; (None, None) for any other."""
+    from hackable_rl.answers.parsing import parse_strict
 
     strict = parse_strict(completion, config.rewards.think_open, config.rewards.think_close)
     if strict is None:
-        return {"thinking_tokens": None, "thinking_words": None}
-    tokens = len(tokenizer(strict.thinking, add_special_tokens=False)["input_ids"])
-    return {"thinking_tokens": tokens, "thinking_words": len(strict.thinking.split())}
+        return None, None
+    return len(tokenizer(strict.thinking, add_special_tokens=False)["input_ids"]), len(strict.thinking.split())
 
 
 # --------------------------------------------------------------------------- the stage
@@ -218,7 +209,7 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path 
     step_name = f"step-{target.step}" if target.step is not None else "base"
     out_dir = out_dir or Storage.of(config.storage).eval_dir(target.run_name) / step_name
     records, greedy = sample_and_score(target)
-    metrics = compute_metrics(records, config.evaluation.k)
+    metrics = compute_metrics(records, config.evaluation.k) | compute_report_metrics(records, config.evaluation.metrics)
     if greedy:
         metrics["greedy_accuracy"] = compute_metrics(greedy, [1])["accuracy"]
     metrics = {"run_name": target.run_name, "step": target.step, "split": config.evaluation.split, **metrics}

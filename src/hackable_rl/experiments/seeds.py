@@ -71,6 +71,20 @@ def run_side_by_side(runs: list[SeedRun], parallel: int) -> dict[int, int]:
     return codes
 
 
+def parse_seeds(text: str) -> list[int]:
+    """`seeds --seeds 0,1` as [0, 1] (empty parts ignored)."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UserError(f"seeds --seeds {text!r}: expected comma-separated integers, e.g. 0,1") from None
+
+
+def outcome_line(run: SeedRun, code: int) -> str:
+    """`seed 0: ok; log ...`, or the exit code and the log's last lines when the seed failed."""
+    status = "ok" if code == 0 else f"FAILED (exit {code}): {log_tail(run.log)}"
+    return f"seed {run.seed}: {status}; log {run.log}"
+
+
 def log_tail(path: Path) -> str:
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     return " | ".join(line.strip() for line in lines[-_TAIL_LINES:])

@@ -26,6 +26,8 @@ import pandas as pd
 from hackable_rl.config import ExperimentConfig, read_yaml, validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import iter_jsonl, read_json, write_json
+from hackable_rl.stats import mean
+from hackable_rl.training.curves import last_tenth, mean_of
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,7 @@ class Condition:
 def condition_of(config: ExperimentConfig, method: str) -> Condition:
     if method not in METHODS:
         raise UserError(f"--method {method!r}: expected one of {', '.join(METHODS)}")
-    flaw = config.corruption.flaw if config.corruption.channel == "flaw" else None
+    flaw = config.corruption.kwargs.get("flaw", "any_box") if config.corruption.channel == "flaw" else None
     return Condition(method, config.corruption.rate, config.seed, config.corruption.channel, flaw)
 
 
@@ -146,18 +148,15 @@ def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
 def _with_disagreement(metrics: dict[str, Any], eval_dir: Path) -> dict[str, Any]:
     """Adds `disagreement`: mean member disagreement U over the evaluated completions (None without
     any), measured on the same samples as correctness so the two can be plotted together."""
-    values = [row["verifier"].get("U") for _, row in iter_jsonl(eval_dir / "generations.jsonl")]
-    present = [value for value in values if value is not None]
-    return metrics | {"disagreement": sum(present) / len(present) if present else None}
+    values = [row.get("U") for _, row in iter_jsonl(eval_dir / "generations.jsonl")]
+    return metrics | {"disagreement": mean(values)}
 
 
 def _last_tenth(run_dir: Path, key: str) -> float | None:
     """Mean of a per-step metric over the last tenth of the steps (as training's final metrics)."""
     path = run_dir / "metrics.jsonl"
     rows = [row for _, row in iter_jsonl(path)] if path.exists() else []
-    tail = rows[-max(1, len(rows) // 10):]
-    values = [row[key] for row in tail if row.get(key) is not None]
-    return sum(values) / len(values) if values else None
+    return mean_of(key, last_tenth(rows))
 
 
 def write_condition(path: Path, record: dict[str, Any]) -> Path:

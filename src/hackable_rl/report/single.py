@@ -23,9 +23,11 @@ import pandas as pd
 
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.paired import PROMPTS_FILE, Comparison, policy_mean_ci, read_prompt_results
+from hackable_rl.evaluation.report_metrics import PREFIX as REPORT_PREFIX
 from hackable_rl.jsonl import read_json as read_json_document
 from hackable_rl.report import plots
 from hackable_rl.report.study import fmt
+from hackable_rl.training.curves import SUMMARISED_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,8 @@ def single_markdown(
     lines += ["| metric | " + " | ".join(labels[p] for p in POLICIES) + " |", "|---|" + "---|" * len(POLICIES)]
     pass_k = sorted({k for m in means.values() for k in m if k.startswith("pass_at_") and k[8:].isdigit()}
                     - {"pass_at_1"}, key=lambda key: int(key[8:]))
-    for key in (*_EVAL_ROWS, *pass_k):
+    extra = sorted({k for m in means.values() for k in m if k.startswith(REPORT_PREFIX)})  # evaluation.metrics
+    for key in (*_EVAL_ROWS, *pass_k, *extra):
         lines.append(f"| {key} | " + " | ".join(fmt(means[p].get(key)) for p in POLICIES) + " |")
     lines += ["", "The clean-trained runs are the same GRPO with an uncorrupted verifier (corruption.rate 0): "
               "what training can teach at all, the bar the corrupted run is read against.", ""]
@@ -173,9 +176,7 @@ def comparison_lines(path: Path) -> list[str]:
         return [f"No {path}: run `hackable-rl compare`."]
     lines = []
     for name, entry in document.items():
-        comparison = Comparison(**entry)
-        lines.append(f"- {name}: {comparison.metric} {comparison.describe()} "
-                     f"({comparison.n_prompts} prompts, {comparison.n_seeds} seed(s))")
+        lines.append(f"- {name}: {Comparison(**entry).summary()}")
     return lines
 
 
@@ -183,6 +184,6 @@ def _train_lines(train: dict[str, Any] | None) -> list[str]:
     if train is None:
         return ["No train.json."]
     lines = [f"- steps: {train.get('step')}, seconds: {fmt(train.get('seconds'), 0)}"]
-    for key in ("judge/correctness", "reward/observed", "reward/optimised", "hacking_gap"):
+    for key in SUMMARISED_KEYS:
         lines.append(f"- {key}: first tenth {fmt(train.get(f'{key}/first'))} -> last tenth {fmt(train.get(f'{key}/last'))}")
     return lines

@@ -15,10 +15,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.answers.parsing import answers_match, completion_text, parse_reference, parse_strict
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import iter_jsonl
-from hackable_rl.registry import register_reward
-from hackable_rl.rewards.parsing import answers_match, parse_reference, parse_strict
+from hackable_rl.registry import needs, register_reward
 
 __all__ = [
     "completion_text",
@@ -38,16 +38,8 @@ Tokenizer = Any
 """A callable text -> token ids (or a count), or a Hugging Face tokenizer (its `encode` is used)."""
 
 
-def completion_text(completion: Any) -> str:
-    """A completion as text: TRL passes strings, or message lists for conversational data."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
-        return str(completion[-1].get("content", ""))
-    raise TypeError(f"completion must be a string or a list of messages, got {type(completion).__name__}")
-
-
 @register_reward("format_tag_reward")
+@needs("tags")
 def format_tag_reward(
     completions: Sequence[Any], open_tag: str = "<think>", close_tag: str = "</think>", **_: Any
 ) -> list[float | None]:
@@ -60,6 +52,7 @@ def format_tag_reward(
 
 
 @register_reward("correctness_reward")
+@needs("verifier_reward")
 def correctness_reward(
     completions: Sequence[Any],
     reference: Sequence[str],
@@ -73,7 +66,7 @@ def correctness_reward(
     reference does not parse (a data error: logged, never scored as correct).
 
     In training, the objective's `correctness_reward` component is the training verifier's reward
-    instead (see `rewards.pipeline`); this function is the clean definition.
+    instead (see `scoring`); this function is the clean definition.
     """
     _same_length(completions, reference, "reference")
     scores: list[float | None] = []
@@ -171,6 +164,7 @@ def group_length_scores(
 
 
 @register_reward("length_penalty_reward")
+@needs("tags", "tokenizer")
 def length_penalty_reward(
     completions: Sequence[Any],
     prompts: Sequence[Any] | None = None,
@@ -232,6 +226,7 @@ def utilisation_score(
 
 
 @register_reward("token_utilisation_reward")
+@needs("tags", "tokenizer", "correctness")
 def token_utilisation_reward(
     completions: Sequence[Any],
     id: Sequence[str],

@@ -25,6 +25,11 @@ def permanent_root(run_dir: Path) -> Path:
     return run_dir / "checkpoints" / "permanent"
 
 
+def permanent_steps(run_dir: Path) -> list[int]:
+    """The steps of the permanent checkpoints the run holds, in order."""
+    return sorted(int(folder.name.split("-")[1]) for folder in permanent_root(run_dir).glob("step-*"))
+
+
 def last_resumable(run_dir: Path) -> tuple[Path, int] | None:
     """The newest *complete* resumable checkpoint and its step, or None.
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.jsonl import append_jsonl, read_jsonl, write_jsonl
+from hackable_rl.records import GenerationRecord
 
 log = logging.getLogger(__name__)
 
@@ -24,22 +25,23 @@ def step_file(generations_dir: Path, step: int) -> Path:
 
 
 class GenerationRecorder:
-    """Buffers the records of the step in flight; `flush(step)` writes them and returns them."""
+    """Buffers the records of the step in flight; `flush(step)` writes them (JSON, one line each) and
+    returns them, stamped with their step."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.generations_dir = run_dir / "generations"
         self.metrics_path = run_dir / "metrics.jsonl"
-        self._pending: list[dict[str, Any]] = []
+        self._pending: list[GenerationRecord] = []
 
-    def add(self, records: list[dict[str, Any]]) -> None:
+    def add(self, records: list[GenerationRecord]) -> None:
         self._pending.extend(records)
 
-    def flush(self, step: int) -> list[dict[str, Any]]:
-        records = [{"step": step, **record} for record in self._pending]
+    def flush(self, step: int) -> list[GenerationRecord]:
+        records = [record.at_step(step) for record in self._pending]
         self._pending = []
         if records:
-            append_jsonl(step_file(self.generations_dir, step), records)
+            append_jsonl(step_file(self.generations_dir, step), [record.to_json() for record in records])
         return records
 
     def append_metrics(self, step: int, metrics: dict[str, Any]) -> None:

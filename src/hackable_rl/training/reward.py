@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hackable_rl.records import GenerationRecord
 from hackable_rl.training.records import GenerationRecorder
 
 
@@ -67,23 +68,20 @@ class ObjectiveReward:
         metadata = [json.loads(text) for text in metadata_json]
         scored = self.pipeline.score(completions, prompts, id, reference, metadata)
         advantages = group_advantages(scored.rewards, self.group_size, self.scale_rewards)
-        records = []
-        for index, completion in enumerate(completions):
-            judgment = self.judge(completion, reference[index])
-            records.append(
-                {
-                    "prompt_id": id[index],
-                    "prompt": prompts[index],
-                    "completion": completion,
-                    "reference": reference[index],
-                    "prompt_tokens": self.count_tokens(prompts[index]),
-                    "completion_tokens": len(completion_ids[index]) if completion_ids else None,
-                    **scored.records[index],
-                    "advantage": advantages[index],
-                    "judge_correct": judgment.correct,
-                    "judge_parsed": judgment.parsed,
-                    "judge_reason": judgment.reason,
-                }
+        records = [
+            GenerationRecord(
+                step=None,
+                prompt_id=id[index],
+                prompt=prompts[index],
+                completion=completion,
+                reference=reference[index],
+                prompt_tokens=self.count_tokens(prompts[index]),
+                completion_tokens=len(completion_ids[index]) if completion_ids else None,
+                verifier=scored.records[index],
+                advantage=advantages[index],
+                judgment=self.judge(completion, reference[index]),
             )
+            for index, completion in enumerate(completions)
+        ]
         self.recorder.add(records)
         return list(scored.rewards)

@@ -3,44 +3,38 @@
     config -> run folder (fresh or resumed) -> policy + tokenizer -> prompts dataset
            -> reward pipeline (training verifier + objective) -> TRL GRPOTrainer + RunCallback
            -> generation records, metrics, permanent checkpoints -> MLflow run + Model Registry
+
+`run_training` reads as set up (`_set_up`), train (`_trainer`, `_train`) and finish (`_finish`).
+The run folder itself (run.json, config.yaml, `--overwrite`, `--resume`) is `training.run_dir`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
-
-import yaml
+from typing import Any
 
 from hackable_rl.config import ExperimentConfig, flatten_config
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_json, read_jsonl, write_json
+from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
-from hackable_rl.storage import Storage, file_sha256
+from hackable_rl.storage import Storage
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
-from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state, hardware, package_versions
+from hackable_rl.tracking.provenance import hardware, package_versions
 from hackable_rl.tracking.tracker import merge_versions, registered_versions
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
-from hackable_rl.training.checkpoints import (
-    abandon_permanent_after,
-    last_resumable,
-    permanent_root,
-    resume_dir,
-)
+from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps, resume_dir
+from hackable_rl.training.curves import summarise_curve, write_curve
+from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.records import GenerationRecorder
-from hackable_rl.training.resume_guard import ResumeChanges, change_record, change_tag, check_resume_config
 from hackable_rl.training.reward import ObjectiveReward
+from hackable_rl.training.run_dir import CREATED_BY, Resume, RunStart, open_run_dir, record_config_change
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 
 log = logging.getLogger(__name__)
-
-Resume = Literal["never", "auto"]
 
 
 @dataclass(frozen=True)
@@ -51,126 +45,82 @@ class TrainResult:
     metrics: dict[str, Any]
 
 
-# --------------------------------------------------------------------------- the run folder
-
-
-# The marker that makes a folder this project's: run.json with `"created_by": "hackable-rl"`, written
-# the moment the folder is created. `train --overwrite` deletes a folder only when it carries it.
-CREATED_BY = {"created_by": "hackable-rl"}
-
-
 @dataclass(frozen=True)
-class RunStart:
-    """Where a run starts: fresh (step None) or from a resumable checkpoint, under which changes."""
+class _Run:
+    """What set-up hands to training and finishing."""
 
-    info: dict[str, Any]
-    step: int | None = None
-    checkpoint: Path | None = None
-    changes: ResumeChanges = ResumeChanges([], [])
-
-
-def read_run_info(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    if not path.is_file():
-        raise UserError(f"{run_dir}: no run.json; is this a training run folder? (train first: `hackable-rl train`)")
-    info = read_json(path)  # not UTF-8 or not JSON: a UserError naming the file and line
-    if not isinstance(info, dict):
-        raise UserError(f"{path}: expected a JSON object, got {type(info).__name__}; not a run.json of hackable-rl")
-    return info
+    config: ExperimentConfig
+    run_dir: Path
+    start: RunStart
+    recorder: GenerationRecorder
+    identity: RunIdentity
+    tracker: Tracker
+    info: dict[str, Any]  # run.json as set-up wrote it (status "running")
+    model: Any
+    tokenizer: Any
+    dataset: Any  # datasets.Dataset of prompts (`_dataset`)
+    pipeline: Any  # the reward pipeline: training verifier + objective
 
 
-def created_by_project(run_dir: Path, info: dict[str, Any]) -> bool:
-    """Whether run.json says hackable-rl made this folder: the marker, or (runs from before the
-    marker existed) a training run.json that names this very folder and its config hash."""
-    if info.get("created_by") == CREATED_BY["created_by"]:
-        return True
-    return info.get("kind") == "train" and info.get("run_name") == run_dir.name and "config_hash" in info
+def run_training(
+    config: ExperimentConfig,
+    resume: Resume = "never",
+    overwrite: bool = False,
+    metrics_out: Path | None = None,
+    extra_callbacks: list[Any] = (),
+    allow_config_change: bool = False,
+) -> TrainResult:
+    """Trains one policy with GRPO against the configured training verifier.
+
+    `resume="auto"` continues the run of this name from its last resumable checkpoint, only under the
+    config it started with (see `training.resume_guard`) unless `allow_config_change`; `overwrite`
+    starts again over a run folder hackable-rl created (never over any other folder).
+    `metrics_out` (the DVC metrics folder) receives train.json and train_curve.csv;
+    `extra_callbacks` (TrainerCallback) run after the project's own (benchmarks time steps this way).
+    """
+    run = _set_up(config, resume, overwrite, allow_config_change)
+    context = _run_context(run)
+    trainer = _trainer(run, context, extra_callbacks)
+    started = time.time()
+    _train(run, trainer)
+    return _finish(run, trainer.state.global_step, time.time() - started, context.registered_versions, metrics_out)
 
 
-def _open_run_dir(
-    run_dir: Path, config: ExperimentConfig, resume: Resume, overwrite: bool, allow_change: bool
-) -> RunStart:
-    """A fresh run folder, or the resume point of the existing run under the config guard."""
-    if resume == "auto" and (run_dir / "run.json").exists():
-        changes = check_resume_config(run_dir, config, allow_change)
-        checkpoint = last_resumable(run_dir)
-        if checkpoint is None:
-            raise UserError(
-                f"{run_dir}: --resume auto found no resumable checkpoint in {resume_dir(run_dir)}; "
-                "start again with --overwrite"
-            )
-        return RunStart(read_run_info(run_dir), checkpoint[1], checkpoint[0], changes)
-    _make_room(run_dir, overwrite)
-    return RunStart(_create_run_dir(run_dir, config))
+# --------------------------------------------------------------------------- set up
 
 
-def _make_room(run_dir: Path, overwrite: bool) -> None:
-    """Clears the way for a fresh run. Only a folder this project created is ever deleted, and only
-    with --overwrite; an empty folder is used as it is; anything else is the user's and is refused."""
-    if not run_dir.exists() and not run_dir.is_symlink():
-        return
-    if run_dir.is_dir() and not run_dir.is_symlink() and not any(run_dir.iterdir()):
-        return
-    if not (run_dir / "run.json").is_file() or run_dir.is_symlink():
-        raise UserError(
-            f"{run_dir}: exists but holds no run.json written by hackable-rl; it is left untouched "
-            "(move it away or choose another tracking.run_name)"
-        )
-    if not created_by_project(run_dir, read_run_info(run_dir)):
-        raise UserError(
-            f"{run_dir / 'run.json'}: not written by hackable-rl (no \"created_by\": \"hackable-rl\"); "
-            "the folder is left untouched (move it away or choose another tracking.run_name)"
-        )
-    if not overwrite:
-        raise UserError(
-            f"{run_dir}: a run with this name exists; continue it with --resume auto, start again with "
-            "--overwrite, or set tracking.run_name"
-        )
-    shutil.rmtree(run_dir)
+def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_change: bool) -> _Run:
+    """The run folder (fresh, or rewound to its resume point), the policy and what it trains on, the
+    run's identity, and the tracker, started only once all of those have loaded."""
+    from transformers import set_seed
 
+    from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_policy
+    from hackable_rl.scoring import build_reward_pipeline
 
-def _create_run_dir(run_dir: Path, config: ExperimentConfig) -> dict[str, Any]:
-    """Creates the folder and marks it at once (run.json, config.yaml), so that a run killed while
-    loading the model still leaves a folder `--overwrite` may delete and `--resume` may check."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    info = {**CREATED_BY, "run_name": config.run_name, "kind": "train", "status": "starting"}
-    write_json(run_dir / "run.json", info)
-    _write_config(run_dir / "config.yaml", config)
-    return info
+    run_dir = Storage.of(config.storage).run_dir(config.run_name)
+    start = open_run_dir(run_dir, config, resume, overwrite, allow_change)
+    recorder = GenerationRecorder(run_dir)
+    if start.step is not None:
+        _rewind(run_dir, recorder, start.step)
+    set_seed(config.seed)  # Python, NumPy and torch
 
+    model, tokenizer = load_policy(config, device=policy_device())
+    capability = check_capability(config, model, tokenizer, run_dir)  # refuses a policy too weak for GRPO
+    dataset = _dataset(config, tokenizer, is_instruct_policy(config, tokenizer))
+    pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
+    identity = RunIdentity.of(config, resolve_policy(config))
 
-def _write_config(path: Path, config: ExperimentConfig) -> None:
-    path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
-
-
-def _record_config_change(
-    run_dir: Path, config: ExperimentConfig, tracker: Tracker, start: RunStart
-) -> list[dict[str, Any]]:
-    """After a resume under a changed config: config.yaml becomes the new config (the old one is kept
-    beside it), and the change goes into an MLflow tag; returns run.json's updated `config_changes`."""
-    previous = run_dir / f"config.before-step-{start.step}.yaml"
-    for attempt in range(2, 1000):  # a second resume from the same step keeps the first one's file
-        if not previous.exists():
-            break
-        previous = run_dir / f"config.before-step-{start.step}.{attempt}.yaml"
-    if (run_dir / "config.yaml").is_file():
-        (run_dir / "config.yaml").replace(previous)
-        tracker.log_artifact(previous)
-    _write_config(run_dir / "config.yaml", config)
-    tracker.log_artifact(run_dir / "config.yaml")
-    tracker.set_tags({f"config_change.step-{start.step}": change_tag(start.changes)})
-    level = logging.WARNING if start.changes.refused else logging.INFO
-    log.log(level, "resuming %s from step %d under a changed config: %s", run_dir, start.step, change_tag(start.changes))
-    return [*start.info.get("config_changes", []), change_record(start.step, start.changes)]
+    tracker = start_tracker(
+        config, config.run_name, "train", run_id=start.info.get("mlflow_run_id"), event_log=run_dir / EVENT_LOG_NAME
+    )
+    info = _record_start(config, run_dir, start, identity, tracker, capability)
+    return _Run(config, run_dir, start, recorder, identity, tracker, info, model, tokenizer, dataset, pipeline)
 
 
 def _rewind(run_dir: Path, recorder: GenerationRecorder, step: int) -> None:
     """Drops (into abandoned/) whatever the killed attempt wrote after checkpoint `step`."""
     recorder.rewind_to(step)
     abandon_permanent_after(run_dir, step)
-
-
-# --------------------------------------------------------------------------- inputs
 
 
 def _dataset(config: ExperimentConfig, tokenizer: Any, is_instruct: bool) -> Any:
@@ -195,6 +145,93 @@ def _dataset(config: ExperimentConfig, tokenizer: Any, is_instruct: bool) -> Any
     )
 
 
+def _record_start(
+    config: ExperimentConfig, run_dir: Path, start: RunStart, identity: RunIdentity, tracker: Tracker,
+    capability: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """Writes run.json of the running run and returns it. A fresh run logs its params, config, tags
+    and provenance once; a resumed one records how its config changed, if it did."""
+    info = {
+        **start.info,
+        **CREATED_BY,
+        "kind": "train",
+        "mlflow_run_id": tracker.run_id,
+        "tracking_pending": not tracker.online,
+        "tracking_uri": tracker.uri,
+        **identity.run_info(),
+        "capability": capability,
+        "status": "running",
+    }
+    if start.changes.any:
+        info["config_changes"] = record_config_change(run_dir, config, tracker, start)
+    write_json(run_dir / "run.json", info)
+    if start.step is None:
+        _start_logging(config, tracker, run_dir, identity)
+        log_capability(tracker, capability)
+    else:
+        log.info("resuming %s from step %d (%s)", config.run_name, start.step, start.checkpoint)
+    return info
+
+
+def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, identity: RunIdentity) -> None:
+    """What a fresh run records once: params, the resolved config (config.yaml, written with the
+    folder), tags, provenance."""
+    tracker.log_params(flatten_config(config))
+    tracker.log_artifact(run_dir / "config.yaml")
+    tracker.set_tags(identity.tags())
+    tracker.log_dict({"packages": package_versions(), "hardware": hardware()}, "environment.json")
+
+
+# --------------------------------------------------------------------------- train
+
+
+def _run_context(run: _Run) -> RunContext:
+    config = run.config
+    return RunContext(
+        run_dir=run.run_dir,
+        recorder=run.recorder,
+        tracker=run.tracker,
+        tokenizer=run.tokenizer,
+        permanent_steps=set(config.trainer.permanent_steps),
+        config_hash=run.identity.config_hash,
+        base_model=run.identity.base_model,
+        registered_model_name=config.tracking.registered_model_name,
+        version_tags=run.identity.version_tags(run.tracker.run_id),
+        log_tables=config.tracking.log_generation_tables,
+    )
+
+
+def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
+    """TRL's GRPOTrainer on the run's policy and prompts, rewarded by the objective, with the
+    project's callback first (on resume it first queues what MLflow never received)."""
+    from trl import GRPOTrainer
+
+    callback = RunCallback(context)
+    if run.start.step is not None:
+        callback.catch_up(_event_log(run.run_dir), run.start.step)
+    return GRPOTrainer(
+        model=run.model,
+        reward_funcs=[_objective_reward(run)],
+        args=build_grpo_args(run.config, resume_dir(run.run_dir)),
+        train_dataset=run.dataset,
+        processing_class=run.tokenizer,
+        peft_config=build_peft_config(run.config),
+        callbacks=[callback, *extra_callbacks],
+    )
+
+
+def _objective_reward(run: _Run) -> ObjectiveReward:
+    tokenizer = run.tokenizer
+    return ObjectiveReward(
+        run.pipeline,
+        run.recorder,
+        _judge(run.config),
+        group_size=run.config.trainer.num_generations,
+        scale_rewards=run.config.trainer.scale_rewards,
+        count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+    )
+
+
 def _judge(config: ExperimentConfig):
     from hackable_rl.evaluation.judge import judge_completion
 
@@ -208,175 +245,41 @@ def _judge(config: ExperimentConfig):
     return judge
 
 
-def _policy_reference(source: Any) -> str:
-    """A readable identity of the starting policy: kind, location, and the pin where there is one."""
-    pin = source.revision or source.gguf_file
-    return f"{source.kind}:{source.location}" + (f"@{pin}" if pin else "")
-
-
-def _manifest_hash(config: ExperimentConfig) -> str | None:
-    manifest = Storage.of(config.storage).dataset_dir(config.data.name) / "manifest.json"
-    if not manifest.exists():
-        return None
-    return file_sha256(manifest)
-
-
-# --------------------------------------------------------------------------- tracking
-
-
-def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, digest: str) -> None:
-    """What a fresh run records once: params, the resolved config (config.yaml, written with the
-    folder), tags, provenance."""
-    tracker.log_params(flatten_config(config))
-    tracker.log_artifact(run_dir / "config.yaml")
-    tracker.set_tags(_run_tags(config, digest))
-    tracker.log_dict({"packages": package_versions(), "hardware": hardware()}, "environment.json")
-
-
-def _run_tags(config: ExperimentConfig, digest: str) -> dict[str, Any]:
-    git = git_state()
-    return {
-        "method": config.method,
-        "corruption.channel": config.corruption.channel,
-        "corruption.rate": config.corruption.rate,
-        "seed": config.seed,
-        "git_sha": git["git_sha"],
-        "git_dirty": git["git_dirty"],
-        "dvc_experiment": dvc_experiment(),
-        "config_hash": digest,
-        "dataset": config.data.name,
-        "dataset_manifest_sha256": _manifest_hash(config),
-        "model.source": config.model.source,
-    }
-
-
-# --------------------------------------------------------------------------- the run
-
-
-def run_training(
-    config: ExperimentConfig,
-    resume: Resume = "never",
-    overwrite: bool = False,
-    metrics_out: Path | None = None,
-    extra_callbacks: list[Any] = (),
-    allow_config_change: bool = False,
-) -> TrainResult:
-    """Trains one policy with GRPO against the configured training verifier.
-
-    `resume="auto"` continues the run of this name from its last resumable checkpoint, only under the
-    config it started with (see `training.resume_guard`) unless `allow_config_change`; `overwrite`
-    starts again over a run folder hackable-rl created (never over any other folder).
-    `metrics_out` (the DVC metrics folder) receives train.json and train_curve.csv;
-    `extra_callbacks` (TrainerCallback) run after the project's own (benchmarks time steps this way).
-    """
-    from transformers import set_seed
-    from trl import GRPOTrainer
-
-    from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_policy
-    from hackable_rl.rewards.pipeline import build_reward_pipeline
-
-    storage = Storage.of(config.storage)
-    run_dir = storage.run_dir(config.run_name)
-    start = _open_run_dir(run_dir, config, resume, overwrite, allow_config_change)
-    info, resume_step, checkpoint = start.info, start.step, start.checkpoint
-    recorder = GenerationRecorder(run_dir)
-    if resume_step is not None:
-        _rewind(run_dir, recorder, resume_step)
-    set_seed(config.seed)  # Python, NumPy and torch
-
-    model, tokenizer = load_policy(config, device=policy_device())
-    capability = check_capability(config, model, tokenizer, run_dir)  # refuses a policy too weak for GRPO
-    is_instruct = is_instruct_policy(config, tokenizer)
-    dataset = _dataset(config, tokenizer, is_instruct)
-    pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
-    digest = config_hash(config.model_dump(mode="json"))
-
-    tracker = start_tracker(
-        config, config.run_name, "train", run_id=info.get("mlflow_run_id"), event_log=run_dir / EVENT_LOG_NAME
-    )
-    info = {
-        **info,
-        **CREATED_BY,
-        "run_name": config.run_name,
-        "kind": "train",
-        "mlflow_run_id": tracker.run_id,
-        "tracking_pending": not tracker.online,
-        "tracking_uri": tracker.uri,
-        "config_hash": digest,
-        "method": config.method,
-        "corruption_rate": config.corruption.rate,
-        "seed": config.seed,
-        "base_model": _policy_reference(resolve_policy(config)),
-        "capability": capability,
-        "status": "running",
-    }
-    if start.changes.any:
-        info["config_changes"] = _record_config_change(run_dir, config, tracker, start)
-    write_json(run_dir / "run.json", info)
-    if resume_step is None:
-        _start_logging(config, tracker, run_dir, digest)
-        log_capability(tracker, capability)
-    else:
-        log.info("resuming %s from step %d (%s)", config.run_name, resume_step, checkpoint)
-
-    context = RunContext(
-        run_dir=run_dir,
-        recorder=recorder,
-        tracker=tracker,
-        tokenizer=tokenizer,
-        permanent_steps=set(config.trainer.permanent_steps),
-        config_hash=digest,
-        base_model=info["base_model"],
-        registered_model_name=config.tracking.registered_model_name,
-        version_tags={
-            "run_id": tracker.run_id, "method": config.method, "corruption.rate": config.corruption.rate,
-            "seed": config.seed, "run_name": config.run_name,
-        },
-        log_tables=config.tracking.log_generation_tables,
-    )
-    callback = RunCallback(context)
-    if resume_step is not None:
-        events_path = run_dir / EVENT_LOG_NAME
-        callback.catch_up(read_jsonl(events_path, torn_tail_ok=True) if events_path.exists() else [], resume_step)
-    reward = ObjectiveReward(
-        pipeline,
-        recorder,
-        _judge(config),
-        group_size=config.trainer.num_generations,
-        scale_rewards=config.trainer.scale_rewards,
-        count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=[reward],
-        args=build_grpo_args(config, resume_dir(run_dir)),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=build_peft_config(config),
-        callbacks=[callback, *extra_callbacks],
-    )
-    started = time.time()
+def _train(run: _Run, trainer: Any) -> None:
+    """TRL's loop, from the resumable checkpoint when resuming. A failure (an interrupt included)
+    marks run.json and the MLflow run failed before it propagates."""
+    checkpoint = run.start.checkpoint
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except BaseException:
-        write_json(run_dir / "run.json", {**info, "status": "failed"})
-        tracker.end("FAILED")
+        write_json(run.run_dir / "run.json", {**run.info, "status": "failed"})
+        run.tracker.end("FAILED")
         raise
-    final = _final_metrics(recorder, trainer.state.global_step, time.time() - started)
-    tracker.log_metrics({f"final/{k}": v for k, v in final.items() if k != "step"}, step=trainer.state.global_step)
-    tracker.end("FINISHED")
-    info.update(
-        status="finished",
-        final_step=trainer.state.global_step,
-        tracking_pending=not tracker.online or info.get("tracking_pending", False),
-        registered_versions=_registered_versions(run_dir, info, context.registered_versions),
-        permanent_steps=sorted(int(p.name.split("-")[1]) for p in permanent_root(run_dir).glob("step-*")),
-    )
-    write_json(run_dir / "run.json", info)
+
+
+# --------------------------------------------------------------------------- finish
+
+
+def _finish(
+    run: _Run, final_step: int, seconds: float, registered: dict[int, str | None], metrics_out: Path | None
+) -> TrainResult:
+    """The summary (MLflow `final/*`, train.json), run.json's final state and the training curve."""
+    final = summarise_curve(run.recorder.metrics_rows(), final_step, seconds)
+    run.tracker.log_metrics({f"final/{k}": v for k, v in final.items() if k != "step"}, step=final_step)
+    run.tracker.end("FINISHED")
+    info = {
+        **run.info,
+        "status": "finished",
+        "final_step": final_step,
+        "tracking_pending": not run.tracker.online or run.info.get("tracking_pending", False),
+        "registered_versions": _registered_versions(run.run_dir, run.info, registered),
+        "permanent_steps": permanent_steps(run.run_dir),
+    }
+    write_json(run.run_dir / "run.json", info)
     if metrics_out is not None:
         write_json(metrics_out / "train.json", final)
-        write_curve(recorder.metrics_rows(), metrics_out / "train_curve.csv")
-    return TrainResult(run_dir, tracker.run_id, trainer.state.global_step, final)
+        write_curve(run.recorder.metrics_rows(), metrics_out / "train_curve.csv")
+    return TrainResult(run.run_dir, run.tracker.run_id, final_step, final)
 
 
 def _registered_versions(
@@ -385,42 +288,16 @@ def _registered_versions(
     """Step -> registry version of every permanent checkpoint still in the run, across all the
     processes that trained it: a resumed process registers only its own steps, the event log and the
     previous run.json remember the earlier ones (a version number is never replaced by null)."""
-    events_path = run_dir / EVENT_LOG_NAME
-    events = read_jsonl(events_path, torn_tail_ok=True) if events_path.exists() else []
     merged = merge_versions(
-        info.get("registered_versions") or {}, registered_versions(events), {str(k): v for k, v in current.items()}
+        info.get("registered_versions") or {},
+        registered_versions(_event_log(run_dir)),
+        {str(k): v for k, v in current.items()},
     )
-    kept = {path.name.split("-")[1] for path in permanent_root(run_dir).glob("step-*")}
+    kept = {str(step) for step in permanent_steps(run_dir)}
     return {step: version for step, version in merged.items() if step in kept}
 
 
-CURVE_COLUMNS = ("judge/correctness", "reward/observed", "reward/optimised", "hacking_gap", "verifier/disagreement")
-
-
-def write_curve(rows: list[dict[str, Any]], path: Path) -> None:
-    """Per-step learning curve as CSV for `dvc plots` (undefined cells blank)."""
-    import csv
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["step", *(column.replace("/", "_") for column in CURVE_COLUMNS)])
-        for row in rows:
-            writer.writerow([row["step"], *("" if row.get(c) is None else row[c] for c in CURVE_COLUMNS)])
-
-
-def _final_metrics(recorder: GenerationRecorder, final_step: int, seconds: float) -> dict[str, Any]:
-    """Summary over the first and last tenth of the steps (sampled, training prompts)."""
-    rows = recorder.metrics_rows()
-    window = max(1, len(rows) // 10)
-
-    def mean_of(key: str, part: list[dict[str, Any]]) -> float | None:
-        values = [row[key] for row in part if row.get(key) is not None]
-        return sum(values) / len(values) if values else None
-
-    first, last = rows[:window], rows[-window:]
-    summary: dict[str, Any] = {"step": final_step, "seconds": seconds}
-    for key in ("judge/correctness", "reward/observed", "reward/optimised", "hacking_gap"):
-        summary[f"{key}/first"] = mean_of(key, first)
-        summary[f"{key}/last"] = mean_of(key, last)
-    return summary
+def _event_log(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's tracking events so far (a line torn by a kill is dropped)."""
+    path = run_dir / EVENT_LOG_NAME
+    return read_jsonl(path, torn_tail_ok=True) if path.exists() else []

@@ -15,8 +15,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from hackable_rl.registry import CHECKERS, register_checker
-from hackable_rl.rewards.parsing import (
+from hackable_rl.answers.parsing import (
     answers_match,
     extract_all_boxed,
     extract_boxed,
@@ -24,6 +23,7 @@ from hackable_rl.rewards.parsing import (
     parse_reference,
     parse_strict,
 )
+from hackable_rl.registry import CHECKERS, register_checker
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
 __all__ = [

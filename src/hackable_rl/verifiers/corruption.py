@@ -17,8 +17,11 @@ from hashlib import blake2b
 from statistics import NormalDist
 from typing import Any, Protocol
 
+from pydantic import NonNegativeFloat
+
 from hackable_rl.errors import UserError
-from hackable_rl.registry import Registry
+from hackable_rl.registry import CHANNELS, RegistryError, register_channel
+from hackable_rl.settings import Probability, bind_settings
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
@@ -38,6 +41,7 @@ __all__ = [
     "corruption_uniforms",
     "corruption_key",
     "build_channel",
+    "channel_settings",
 ]
 
 _SCALE = 2.0**-53
@@ -271,32 +275,80 @@ def corrupt(checker: Checker, channel: KeyedChannel) -> Checker:
 
 
 # --------------------------------------------------------------------------- from config
-
-CHANNELS: Registry = Registry("corruption channel")
-"""Channel name -> factory `(corruption config, checker options) -> Channel`."""
+#
+# A channel factory is `factory(rate, options, **settings) -> Channel`, registered in CHANNELS. Its
+# settings come from `corruption.kwargs` and are checked against its own signature (names, types,
+# ranges) by `build_channel`, so each channel's settings live with the channel.
 
 
 def _scaled(rate: float, scale: float) -> float:
     return min(1.0, rate * scale)
 
 
-CHANNELS.register("flip")(lambda c, options: Flip(c.rate))
-CHANNELS.register("asymmetric")(
-    lambda c, options: Asymmetric(_scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale))
-)
-CHANNELS.register("missing")(lambda c, options: Missing(c.rate))
-CHANNELS.register("noise")(lambda c, options: Noise(c.rate))
-CHANNELS.register("bias")(
-    lambda c, options: Bias(
-        Selector.parse(c.selector), _scaled(c.rate, c.fp_scale), _scaled(c.rate, c.fn_scale)
+@register_channel("flip")
+def flip(rate: float, options: CheckerOptions) -> Flip:
+    """r -> 1 - r with probability `rate`."""
+    return Flip(rate)
+
+
+@register_channel("asymmetric")
+def asymmetric(
+    rate: float, options: CheckerOptions, fp_scale: NonNegativeFloat = 1.0, fn_scale: NonNegativeFloat = 1.0
+) -> Asymmetric:
+    """p_fp = min(1, rate * fp_scale), p_fn = min(1, rate * fn_scale)."""
+    return Asymmetric(_scaled(rate, fp_scale), _scaled(rate, fn_scale))
+
+
+@register_channel("missing")
+def missing(rate: float, options: CheckerOptions) -> Missing:
+    """The reward is missing with probability `rate`."""
+    return Missing(rate)
+
+
+@register_channel("noise")
+def noise(rate: float, options: CheckerOptions) -> Noise:
+    """r + N(0, sigma = rate), clipped to [0, 1]."""
+    return Noise(rate)
+
+
+@register_channel("bias")
+def bias(
+    rate: float,
+    options: CheckerOptions,
+    selector: str = "n_steps >= 3",
+    fp_scale: NonNegativeFloat = 1.0,
+    fn_scale: NonNegativeFloat = 1.0,
+) -> Bias:
+    """asymmetric, only on examples whose metadata matches `selector` (`<key> <op> <value>`)."""
+    return Bias(
+        Selector.parse(selector, "corruption.kwargs.selector"), _scaled(rate, fp_scale), _scaled(rate, fn_scale)
     )
-)
-CHANNELS.register("confidence")(lambda c, options: ConfidenceDrop(c.rate, c.confidence_floor))
-CHANNELS.register("flaw")(lambda c, options: Flaw(c.rate, build_checker(c.flaw, options), c.flaw))
+
+
+@register_channel("confidence")
+def confidence(rate: float, options: CheckerOptions, confidence_floor: Probability = 0.2) -> ConfidenceDrop:
+    """With probability `rate` the confidence drops into [confidence_floor, 1)."""
+    return ConfidenceDrop(rate, confidence_floor)
+
+
+@register_channel("flaw")
+def flaw(rate: float, options: CheckerOptions, flaw: str = "any_box") -> Flaw:
+    """With probability `rate` the member answers as the flawed checker `flaw`."""
+    return Flaw(rate, build_checker(flaw, options), flaw)
+
+
+def channel_settings(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`corruption.kwargs` checked against channel `name`'s signature: unknown names (with the nearest
+    allowed one), wrong types and out-of-range values are UserErrors naming `corruption.kwargs.<key>`."""
+    return bind_settings(CHANNELS.get(name), kwargs, "corruption.kwargs", skip=2)
 
 
 def build_channel(corruption, options: CheckerOptions) -> Channel | None:
     """The channel `corruption.channel` configures at `corruption.rate`; None for `none`."""
     if corruption.channel == "none":
         return None
-    return CHANNELS.get(corruption.channel)(corruption, options)
+    try:
+        factory = CHANNELS.get(corruption.channel)
+    except RegistryError as error:
+        raise UserError(str(error)) from None
+    return factory(corruption.rate, options, **channel_settings(corruption.channel, corruption.kwargs))

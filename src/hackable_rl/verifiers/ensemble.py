@@ -1,7 +1,7 @@
 """Ensemble aggregation and disagreement, vectorised over a batch.
 
 Rewards come as an array [N completions, M members] with NaN where a member's reward is missing;
-confidences as [N, M]. Every statistic runs over the members *with* a reward; a row with none
+confidences as [N, M]. Aggregations are registered in AGGREGATIONS: `f(rewards, confidences) -> [N]`. Every statistic runs over the members *with* a reward; a row with none
 gives NaN (missing) for the aggregate and for every disagreement measure.
 """
 
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AGGREGATIONS", "aggregate", "Disagreement", "disagreement"]
+from hackable_rl.registry import AGGREGATIONS, RegistryError, register_aggregation
 
-AGGREGATIONS = ("mean", "majority", "confidence_weighted", "min")
+__all__ = ["aggregate", "Disagreement", "disagreement"]
 
 
 def _present(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -32,25 +32,47 @@ def _votes(rewards: np.ndarray, present: np.ndarray) -> np.ndarray:
     return (present & (np.nan_to_num(rewards, nan=0.0) >= 0.5)).sum(axis=1)
 
 
-def aggregate(rewards: np.ndarray, confidences: np.ndarray, method: str) -> np.ndarray:
-    """The aggregate reward per row [N]: mean, majority (> half vote >= 0.5; ties 0),
-    confidence_weighted (sum c r / sum c; all-zero confidence is missing), or min."""
+@register_aggregation("mean")
+def mean(rewards: np.ndarray, confidences: np.ndarray) -> np.ndarray:
+    """Mean of the present members' rewards."""
     present, counts = _present(rewards)
-    if method == "mean":
-        return _row_mean(rewards, present, counts)
-    if method == "min":
-        lowest = np.where(present, rewards, np.inf).min(axis=1)
-        return np.where(counts > 0, lowest, np.nan)
-    if method == "majority":
-        majority = (2 * _votes(rewards, present) > counts).astype(float)
-        return np.where(counts > 0, majority, np.nan)
-    if method == "confidence_weighted":
-        weights = np.where(present, confidences, 0.0)  # [N, M]
-        weight_sum = weights.sum(axis=1)
-        weighted = (weights * np.nan_to_num(rewards, nan=0.0)).sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(weight_sum > 0, weighted / weight_sum, np.nan)
-    raise ValueError(f"unknown aggregation {method!r}; valid: {', '.join(AGGREGATIONS)}")
+    return _row_mean(rewards, present, counts)
+
+
+@register_aggregation("min")
+def minimum(rewards: np.ndarray, confidences: np.ndarray) -> np.ndarray:
+    """The lowest present reward (the conservative aggregation)."""
+    present, counts = _present(rewards)
+    lowest = np.where(present, rewards, np.inf).min(axis=1)
+    return np.where(counts > 0, lowest, np.nan)
+
+
+@register_aggregation("majority")
+def majority(rewards: np.ndarray, confidences: np.ndarray) -> np.ndarray:
+    """1 when more than half the present members vote >= 0.5, else 0 (a tie is 0)."""
+    present, counts = _present(rewards)
+    majority_vote = (2 * _votes(rewards, present) > counts).astype(float)
+    return np.where(counts > 0, majority_vote, np.nan)
+
+
+@register_aggregation("confidence_weighted")
+def confidence_weighted(rewards: np.ndarray, confidences: np.ndarray) -> np.ndarray:
+    """sum c r / sum c over present members; all-zero confidence is missing."""
+    present, _ = _present(rewards)
+    weights = np.where(present, confidences, 0.0)  # [N, M]
+    weight_sum = weights.sum(axis=1)
+    weighted = (weights * np.nan_to_num(rewards, nan=0.0)).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(weight_sum > 0, weighted / weight_sum, np.nan)
+
+
+def aggregate(rewards: np.ndarray, confidences: np.ndarray, method: str) -> np.ndarray:
+    """The aggregate reward per row [N] by the registered aggregation `method` (NaN: missing)."""
+    try:
+        combine = AGGREGATIONS.get(method)
+    except RegistryError as error:
+        raise ValueError(str(error)) from None
+    return np.asarray(combine(rewards, confidences), dtype=float)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Verdict", "Example", "Checker"]
+__all__ = ["Verdict", "Example", "Checker", "MemberVerdict"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +37,20 @@ class Example:
 
 Checker = Callable[[str, Example], Verdict]
 """A checker maps (completion text, example) to a Verdict. Corruption wraps one and returns one."""
+
+
+MEMBER_FIELDS = ("clean_reward", "clean_confidence", "reward", "confidence", "parsed", "reason")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberVerdict:
+    """One ensemble member's verdict before (`clean`) and after (`seen`) its corruption channel."""
+
+    name: str
+    clean: Verdict
+    seen: Verdict
+
+    def to_json(self) -> dict[str, Any]:
+        clean, seen = self.clean, self.seen
+        values = (clean.reward, clean.confidence, seen.reward, seen.confidence, seen.parsed, seen.reason)
+        return {f"member.{self.name}.{field}": value for field, value in zip(MEMBER_FIELDS, values, strict=True)}

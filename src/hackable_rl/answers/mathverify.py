@@ -51,7 +51,7 @@ where answers are (every MATH-500 solution ends its answer within 1,907 characte
 MAX_EXTRACT_CHARS_WIDE = 32000
 """...and, when nothing was found there, this many (about an 8k-token completion): a model that
 states its answer and then rambles on is still read, and no input is searched whole."""
-DEFAULT_COMPARE = "hackable_rl.rewards.mathverify:math_verify_compare"
+DEFAULT_COMPARE = "hackable_rl.answers.mathverify:math_verify_compare"
 
 STATS = {"calls": 0, "timeouts": 0, "errors": 0, "too_long": 0}
 """Process-wide counters, for logs and tests."""
@@ -207,7 +207,7 @@ class MathVerifyWorker:
         started = time.perf_counter()
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(path for path in sys.path if path))
         process = subprocess.Popen(
-            [sys.executable, "-m", "hackable_rl.rewards.mathverify", self._compare_path],
+            [sys.executable, "-m", "hackable_rl.answers.mathverify", self._compare_path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,

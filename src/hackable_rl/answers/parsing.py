@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 __all__ = [
     "StrictCompletion",
@@ -27,6 +28,7 @@ __all__ = [
     "extract_last_number",
     "extract_answer_cascade",
     "read_decimal_commas",
+    "completion_text",
 ]
 
 _BOX_OPEN = "\\boxed{"
@@ -337,7 +339,7 @@ def answers_match(predicted: str, reference: str, rel_tol: float = 1e-6, timeout
         return math.isclose(predicted_number, reference_number, rel_tol=rel_tol, abs_tol=1e-12)
     if _SPACES.sub("", predicted) == _SPACES.sub("", reference):
         return True
-    from hackable_rl.rewards.mathverify import math_verify_equal  # lazy: starts a worker on first use
+    from hackable_rl.answers.mathverify import math_verify_equal  # lazy: starts a worker on first use
 
     return math_verify_equal(predicted, reference, timeout_s=timeout_s)
 
@@ -373,3 +375,12 @@ def extract_answer_cascade(text: str) -> tuple[str | None, str]:
     if number is not None:
         return number, "last_number"
     return None, "none"
+
+
+def completion_text(completion: Any) -> str:
+    """A completion as text: TRL passes strings, or message lists for conversational data."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list) and completion and isinstance(completion[-1], dict):
+        return str(completion[-1].get("content", ""))
+    raise TypeError(f"completion must be a string or a list of messages, got {type(completion).__name__}")

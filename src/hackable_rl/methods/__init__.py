@@ -1,0 +1,13 @@
+"""Methods: what training optimises from the training verifier's output.
+
+A method is a plain function `method(ensemble: EnsembleRewards, config) -> np.ndarray` returning
+the optimised reward per completion ([N], NaN = missing), registered by name in `METHODS`
+(`config.method` names it, or a `package.module:function`). Every method sees the same ensemble:
+the same members, the same corrupted verdicts, the same aggregate, disagreement and shaping.
+Adding one is one file here and one test (docs/extending.md).
+"""
+
+from hackable_rl.methods import baseline, robust  # noqa: F401  (register the built-in methods)
+from hackable_rl.registry import METHODS
+
+__all__ = ["METHODS"]

@@ -1,0 +1,216 @@
+"""Scoring: the training verifier's verdicts, the method and the objective, combined into the reward
+TRL sees.
+
+    completions ─> TrainingVerifier (members ─> corruption ─> aggregate, disagreement, shaping)
+                ─> method (config.method: what is optimised) ─> objective (reward components) ─> reward
+
+The optimised reward *is* the objective's verifier component (the reward that declares
+`needs("verifier_reward")`: `correctness_reward`) in training; a missing one is imputed with
+`trainer.missing_reward_value` for optimisation only (the record keeps it missing). Every other
+component is a plain reward function from `REWARDS`, given what it declares it needs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import hackable_rl.methods  # noqa: F401  (registers the built-in methods)
+import hackable_rl.rewards  # noqa: F401  (registers the built-in rewards)
+from hackable_rl.answers.parsing import completion_text, parse_strict
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.records import VerifierRecord
+from hackable_rl.registry import METHODS, REWARDS, build_reward, reward_needs
+from hackable_rl.stats import mean
+from hackable_rl.verifiers.training_verifier import EnsembleRewards, TrainingVerifier
+from hackable_rl.verifiers.types import Example
+
+__all__ = ["ScoredBatch", "VerifiedBatch", "RewardPipeline", "build_reward_pipeline"]
+
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class VerifiedBatch:
+    """The training verifier's output and what the method optimises from it."""
+
+    ensemble: EnsembleRewards
+    optimised: np.ndarray
+    """[N] the method's reward (NaN = missing)."""
+
+
+@dataclass(frozen=True)
+class ScoredBatch:
+    """What `RewardPipeline.score` returns for one batch."""
+
+    rewards: list[float]
+    """Final objective reward per completion (missing verifier rewards imputed)."""
+    records: list[VerifierRecord]
+    """One record per completion (see `hackable_rl.records`)."""
+    counts: dict[str, float]
+    """Per-batch counts and means; a mean over no available value is left out."""
+
+
+class RewardPipeline:
+    """Training verifier + method + objective, built once from the config."""
+
+    def __init__(self, config: ExperimentConfig, tokenizer: Any = None):
+        from hackable_rl.objectives import (
+            build_objective,  # objectives import config; kept local to avoid cycles
+        )
+
+        self.config = config
+        self.verifier = TrainingVerifier(config)
+        self.members = self.verifier.members
+        self.method = METHODS.get(config.method)
+        self.objective = build_objective(config)
+        self._components = {name: self._component(name, tokenizer) for name in self.reward_names()}
+
+    def reward_names(self) -> list[str]:
+        """The objective's reward components."""
+        return list(self.objective.reward_names())
+
+    def _component(self, name: str, tokenizer: Any) -> Callable[..., list[float | None]] | None:
+        """The reward `name` with its static options bound; None for the verifier's own component."""
+        needs = reward_needs(REWARDS.get(name))
+        if "verifier_reward" in needs:
+            return None
+        options = dict(self.config.rewards.kwargs.get(name, {}))
+        if "tags" in needs:
+            options.setdefault("open_tag", self.config.rewards.think_open)
+            options.setdefault("close_tag", self.config.rewards.think_close)
+        if "tokenizer" in needs and tokenizer is not None:
+            options.setdefault("tokenizer", tokenizer)
+        return build_reward(name, **options)
+
+    def verify(self, texts: list[str], examples: list[Example]) -> VerifiedBatch:
+        """The training verifier alone and the method's optimised reward."""
+        ensemble = self.verifier.verify(texts, examples)
+        optimised = np.asarray(self.method(ensemble, self.config), dtype=float)
+        return VerifiedBatch(ensemble, optimised)
+
+    def score(
+        self,
+        completions: Sequence[Any],
+        prompts: Sequence[Any],
+        ids: Sequence[str],
+        references: Sequence[str],
+        metadata: Sequence[dict[str, Any]],
+        **extra: Any,
+    ) -> ScoredBatch:
+        """Scores one batch; `extra` (TRL's log_metric, ...) is passed on to the reward components."""
+        texts = [completion_text(completion) for completion in completions]
+        _check_columns(len(texts), prompts=prompts, ids=ids, references=references, metadata=metadata)
+        examples = [Example(str(i), r, m or {}) for i, r, m in zip(ids, references, metadata, strict=True)]
+        verified = self.verify(texts, examples)
+        fill = self.config.trainer.missing_reward_value
+        imputed = [fill if math.isnan(value) else float(value) for value in verified.optimised]
+        columns = {"prompts": prompts, "id": list(ids), "reference": list(references), "metadata": list(metadata),
+                   **extra}
+        components = self._compute_components(texts, imputed, columns)
+        final = [float(value) for value in self.objective.combine(components, completions=texts, **columns)]
+        records = [self._record(i, text, verified, components, final[i]) for i, text in enumerate(texts)]
+        return ScoredBatch(rewards=final, records=records, counts=_counts(records))
+
+    def _compute_components(
+        self, texts: list[str], imputed: list[float], columns: dict[str, Any]
+    ) -> dict[str, list[float]]:
+        components: dict[str, list[float]] = {}
+        fill = self.config.trainer.missing_reward_value
+        for name, reward in self._components.items():
+            if reward is None:
+                components[name] = imputed
+                continue
+            needs = reward_needs(reward)
+            values = reward(texts, **columns, **({"correctness": imputed} if "correctness" in needs else {}))
+            components[name] = [fill if value is None else float(value) for value in values]
+        return components
+
+    def _record(
+        self, i: int, text: str, verified: VerifiedBatch, components: dict[str, list[float]], final: float
+    ) -> VerifierRecord:
+        ensemble = verified.ensemble
+        strict = parse_strict(text, self.config.rewards.think_open, self.config.rewards.think_close)
+        aggregate, optimised = _value(ensemble.aggregate[i]), _value(verified.optimised[i])
+        spread = ensemble.spread
+        return VerifierRecord(
+            strict=strict is not None,
+            strict_answer=strict.answer if strict is not None else None,
+            method=self.config.method,
+            members=tuple(ensemble.verdicts[i]),
+            reward=aggregate,
+            disagreement={
+                "U": _value(spread.u[i]),
+                "normalised_disagreement": _value(spread.normalised[i]),
+                "vote_entropy": _value(spread.vote_entropy[i]),
+                "confidence_dispersion": _value(spread.confidence_dispersion[i]),
+                "mean_confidence": _value(spread.mean_confidence[i]),
+            },
+            robust_aggregate=_value(ensemble.shaped.aggregate[i]),
+            shaped=_value(ensemble.shaped.shaped[i]),
+            optimised_reward=optimised,
+            components={name: values[i] for name, values in components.items()},
+            final_reward=final,
+            missing=optimised is None,
+            suppressed=_suppressed(aggregate, optimised),
+            down_weighted=_down_weighted(aggregate, optimised),
+        )
+
+
+def _value(x: float) -> float | None:
+    """A NumPy float as a Python float, NaN as None (records are JSON, and JSON has no NaN)."""
+    value = float(x)
+    return None if math.isnan(value) else value
+
+
+def _suppressed(aggregate_reward: float | None, optimised: float | None) -> bool:
+    """A positive aggregate that the optimised (shaped) reward took to 0 or below."""
+    return aggregate_reward is not None and optimised is not None and aggregate_reward > _EPS and optimised <= _EPS
+
+
+def _down_weighted(aggregate_reward: float | None, optimised: float | None) -> bool:
+    """Shaped below the aggregate but still positive."""
+    return aggregate_reward is not None and optimised is not None and _EPS < optimised < aggregate_reward - _EPS
+
+
+def _check_columns(count: int, **columns: Sequence[Any]) -> None:
+    wrong = {name: len(values) for name, values in columns.items() if len(values) != count}
+    if wrong:
+        raise ValueError(f"columns {wrong} do not match the {count} completions")
+
+
+_MEANS = {
+    "mean_aggregate": lambda r: r.reward,
+    "mean_shaped": lambda r: r.shaped,
+    "mean_optimised": lambda r: r.optimised_reward,
+    "mean_disagreement": lambda r: r.disagreement["U"],
+    "mean_normalised_disagreement": lambda r: r.disagreement["normalised_disagreement"],
+    "mean_vote_entropy": lambda r: r.disagreement["vote_entropy"],
+    "mean_confidence_dispersion": lambda r: r.disagreement["confidence_dispersion"],
+    "mean_confidence": lambda r: r.disagreement["mean_confidence"],
+    "mean_final_reward": lambda r: r.final_reward,
+}
+
+
+def _counts(records: list[VerifierRecord]) -> dict[str, float]:
+    counts: dict[str, float] = {"completions": float(len(records))}
+    for flag in ("missing", "suppressed", "down_weighted", "strict"):
+        counts[flag] = float(sum(getattr(record, flag) for record in records))
+    for name, read in _MEANS.items():
+        value = mean(read(record) for record in records)
+        if value is not None:
+            counts[name] = value
+    for index, member in enumerate(records[0].members if records else ()):
+        verdicts = [record.members[index] for record in records]
+        counts[f"member.{member.name}.corrupted"] = float(sum(v.seen.reward != v.clean.reward for v in verdicts))
+        counts[f"member.{member.name}.missing"] = float(sum(v.seen.reward is None for v in verdicts))
+    return counts
+
+
+def build_reward_pipeline(config: ExperimentConfig, tokenizer: Any = None) -> RewardPipeline:
+    """The reward pipeline training calls: `pipeline.score(completions, prompts, ids, references, metadata)`."""
+    return RewardPipeline(config, tokenizer)

@@ -1,0 +1,60 @@
+"""Settings that live with an extension: a plugin's keyword arguments, checked against its signature.
+
+A corruption channel (or any factory) declares its settings as keyword parameters with types and
+defaults; `bind_settings` checks a config's `kwargs` mapping against them, so an unknown name, a
+wrong type or an out-of-range value is one line naming `<field>.<key>` before anything runs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from hackable_rl.errors import UserError
+
+__all__ = ["Probability", "NonNegativeFloat", "bind_settings", "setting_names"]
+
+Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+"""A float in [0, 1] (NaN refused)."""
+NonNegativeFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+"""A finite float >= 0."""
+
+
+def setting_names(factory: Callable[..., Any], skip: int) -> list[inspect.Parameter]:
+    """The keyword settings of `factory`: its parameters after the first `skip` positional ones."""
+    parameters = list(inspect.signature(factory).parameters.values())[skip:]
+    return [p for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def bind_settings(factory: Callable[..., Any], kwargs: Mapping[str, Any], field: str, skip: int) -> dict[str, Any]:
+    """`kwargs` validated against `factory`'s settings (types from its annotations); returns them
+    converted. Raises UserError naming `<field>.<key>` for an unknown key, a wrong type or range."""
+    parameters = {p.name: p for p in setting_names(factory, skip)}
+    try:
+        hints = typing.get_type_hints(factory, include_extras=True)
+    except (NameError, TypeError):  # an external plugin with annotations Python cannot resolve
+        hints = {}
+    bound: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key not in parameters:
+            raise UserError(f"{field}.{key}: unknown setting{_nearest(key, list(parameters))}")
+        hint = hints.get(key, Any)
+        try:
+            bound[key] = TypeAdapter(hint).validate_python(value)
+        except ValidationError as error:
+            message = error.errors()[0]["msg"].replace("Input should be", "expected")
+            raise UserError(f"{field}.{key}: got {value!r}; {message}") from None
+    return bound
+
+
+def _nearest(name: str, allowed: list[str]) -> str:
+    if not allowed:
+        return " (this one takes none)"
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return f" ({hint}allowed: {', '.join(allowed)})"

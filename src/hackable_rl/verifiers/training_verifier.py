@@ -1,0 +1,114 @@
+"""The training verifier: its members' verdicts, their aggregate, disagreement and robust shaping.
+
+Per batch every member checks every completion (its clean verdict); its corruption channel, when
+the member is marked `corrupted`, turns that into the verdict training sees. The members' seen
+rewards then aggregate (`verifier.aggregation`), their disagreement is measured and the robust
+shaping computed, for every method alike: the method (`hackable_rl.methods`) only picks what is
+optimised, and the records keep every quantity whichever it picks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
+from hackable_rl.verifiers.corruption import KeyedChannel, build_channel, corruption_key
+from hackable_rl.verifiers.ensemble import Disagreement, aggregate, disagreement
+from hackable_rl.verifiers.shaping import ShapedRewards, shape
+from hackable_rl.verifiers.types import Checker, Example, MemberVerdict, Verdict
+
+__all__ = ["Member", "EnsembleRewards", "TrainingVerifier", "build_members"]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One ensemble member: a checker and, when corrupted, its keyed channel."""
+
+    name: str
+    checker_name: str
+    checker: Checker
+    channel: KeyedChannel | None
+
+
+def build_members(config) -> list[Member]:
+    """The configured members, each corrupted by the configured channel when marked `corrupted`."""
+    options = CheckerOptions.from_config(config)
+    channel = build_channel(config.corruption, options)
+    members = []
+    for member in config.verifier.members:
+        keyed = KeyedChannel(channel, config.corruption_seed, member.name) if channel and member.corrupted else None
+        members.append(Member(member.name, member.checker, build_checker(member.checker, options), keyed))
+    return members
+
+
+@dataclass(frozen=True)
+class EnsembleRewards:
+    """The training verifier's output for a batch of N completions (arrays are [N]; NaN = missing)."""
+
+    verdicts: list[list[MemberVerdict]]
+    """Per completion, each member's clean and seen verdict."""
+    rewards: np.ndarray
+    """[N, M] the members' seen rewards."""
+    confidences: np.ndarray
+    """[N, M] the members' seen confidences."""
+    aggregate: np.ndarray
+    """r: the seen rewards aggregated by `verifier.aggregation` (the observed reward)."""
+    spread: Disagreement
+    shaped: ShapedRewards
+    """The robust shaping of the same rewards (computed for every method, for the records)."""
+
+
+class TrainingVerifier:
+    """The configured ensemble, built once: `verify(texts, examples) -> EnsembleRewards`."""
+
+    def __init__(self, config):
+        self.members = build_members(config)
+        self.aggregation = config.verifier.aggregation
+        self.robust = config.robust
+
+    def verify(self, texts: list[str], examples: list[Example]) -> EnsembleRewards:
+        per_member = self._member_verdicts(texts, examples)  # [M][N] (clean, seen)
+        rewards = _matrix([[seen.reward for seen in seen_list] for _, seen_list in per_member])
+        confidences = _matrix([[seen.confidence for seen in seen_list] for _, seen_list in per_member])
+        spread = disagreement(rewards, confidences)
+        verdicts = [
+            [MemberVerdict(member.name, clean[i], seen[i]) for member, (clean, seen) in zip(self.members, per_member, strict=True)]
+            for i in range(len(texts))
+        ]
+        return EnsembleRewards(
+            verdicts=verdicts,
+            rewards=rewards,
+            confidences=confidences,
+            aggregate=aggregate(rewards, confidences, self.aggregation),
+            spread=spread,
+            shaped=shape(rewards, confidences, spread, self.aggregation, self.robust),
+        )
+
+    def _member_verdicts(self, texts: list[str], examples: list[Example]) -> list[tuple[list[Verdict], list[Verdict]]]:
+        """Per member: (clean verdicts, verdicts after corruption), one per completion.
+
+        Members that share a checker share its clean verdicts (checkers are deterministic), and the
+        per-completion half of the corruption hash is computed once for all members.
+        """
+        clean_by_checker: dict[str, list[Verdict]] = {}
+        keys = None
+        out = []
+        for member in self.members:
+            clean = clean_by_checker.get(member.checker_name)
+            if clean is None:
+                clean = [member.checker(text, example) for text, example in zip(texts, examples, strict=True)]
+                clean_by_checker[member.checker_name] = clean
+            if member.channel is None:
+                out.append((clean, clean))
+                continue
+            if keys is None:
+                keys = [corruption_key(example.id, text) for text, example in zip(texts, examples, strict=True)]
+            out.append((clean, member.channel.corrupt_batch(clean, texts, examples, keys)))
+        return out
+
+
+def _matrix(per_member: list[list[float | None]]) -> np.ndarray:
+    """[M][N] lists (None -> NaN) -> [N, M] array."""
+    return np.array(per_member, dtype=float).reshape(len(per_member), -1).T
