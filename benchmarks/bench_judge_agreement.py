@@ -25,10 +25,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
-from hackable_rl.jsonl import read_jsonl
 from hackable_rl.answers import mathverify
 from hackable_rl.answers.parsing import extract_all_boxed
+from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
+from hackable_rl.jsonl import read_jsonl
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 Case = tuple[str, str, str, bool]  # (group, completion, reference, label)

@@ -45,9 +45,9 @@ def bare_trl(config, steps: int, output_dir: Path) -> list[float]:
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    from hackable_rl.answers.parsing import answers_match, extract_boxed
     from hackable_rl.data.prepare import read_prepared
     from hackable_rl.models.loading import load_policy
-    from hackable_rl.answers.parsing import answers_match, extract_boxed
     from hackable_rl.training.trl_args import build_grpo_args
 
     def correctness(completions, reference, **_):

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from hackable_rl.answers import mathverify
+from hackable_rl.answers.parsing import read_decimal_commas
 from hackable_rl.cli import app
 from hackable_rl.evaluation.judge import (
     Judgment,
@@ -22,8 +24,6 @@ from hackable_rl.evaluation.judge import (
     resolve_extract,
 )
 from hackable_rl.jsonl import read_jsonl, write_jsonl
-from hackable_rl.answers import mathverify
-from hackable_rl.answers.parsing import read_decimal_commas
 
 MATH500_TEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "math500" / "test.jsonl"
 

@@ -18,10 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hackable_rl.evaluation import judge as judge_module
-from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
 from hackable_rl.answers import mathverify, parsing
-from hackable_rl.rewards.functions import correctness_reward, format_tag_reward
 from hackable_rl.answers.parsing import (
     extract_all_boxed,
     extract_answer_cascade,
@@ -31,6 +28,9 @@ from hackable_rl.answers.parsing import (
     parse_strict,
     read_decimal_commas,
 )
+from hackable_rl.evaluation import judge as judge_module
+from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
+from hackable_rl.rewards.functions import correctness_reward, format_tag_reward
 from hackable_rl.verifiers import checkers
 from hackable_rl.verifiers.types import Example
 

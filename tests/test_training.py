@@ -20,11 +20,11 @@ from hackable_rl.training.checkpoints import last_resumable
 from hackable_rl.training.run import run_training
 
 RECORD_FIELDS = {
-    "step", "prompt_id", "prompt", "completion", "prompt_tokens", "completion_tokens", "parsed",
+    "step", "prompt_id", "prompt", "completion", "prompt_tokens", "completion_tokens", "strict_answer",
     "member.m0.clean_reward", "member.m0.clean_confidence", "member.m0.reward", "member.m0.confidence",
-    "aggregate", "U", "normalised_disagreement", "vote_entropy", "confidence_dispersion", "shaped", "optimised",
+    "reward", "U", "normalised_disagreement", "vote_entropy", "confidence_dispersion", "shaped", "optimised_reward",
     "format_tag_reward", "correctness_reward", "final_reward", "missing", "suppressed", "down_weighted",
-    "advantage", "judge_correct",
+    "advantage", "correct", "parsed", "reason",
 }
 STEP_METRICS = {
     "reward/observed", "reward/optimised", "judge/correctness", "hacking_gap", "verifier/disagreement",
@@ -79,11 +79,11 @@ def test_baseline_and_robust_differ_only_in_shaping(project):
     baseline, robust = runs["baseline"], runs["robust"]
     # same seed, same first batch: identical prompts, completions and verifier verdicts ...
     for left, right in zip(baseline, robust, strict=True):
-        for key in ("prompt", "completion", "aggregate", "member.m0.reward", "U", "shaped", "judge_correct"):
+        for key in ("prompt", "completion", "reward", "member.m0.reward", "U", "shaped", "correct"):
             assert left[key] == right[key]
         # ... and what is optimised is the aggregate for one and the shaped reward for the other
-        assert left["optimised"] == left["aggregate"]
-        assert right["optimised"] == right["shaped"]
+        assert left["optimised_reward"] == left["reward"]
+        assert right["optimised_reward"] == right["shaped"]
 
 
 def test_lora_run_saves_an_adapter(project):

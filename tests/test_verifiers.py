@@ -113,8 +113,9 @@ def test_judge_import_path_never_loads_corruption() -> None:
 
 def test_no_torch_in_rewards_verifiers_objectives() -> None:
     code = (
-        "import sys, hackable_rl.rewards, hackable_rl.scoring, hackable_rl.objectives,"
-        " hackable_rl.verifiers.corruption, hackable_rl.verifiers.shaping; print('torch' in sys.modules)"
+        "import sys, hackable_rl.answers, hackable_rl.rewards, hackable_rl.scoring, hackable_rl.objectives,"
+        " hackable_rl.methods, hackable_rl.extensions, hackable_rl.verifiers.corruption,"
+        " hackable_rl.verifiers.training_verifier; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"

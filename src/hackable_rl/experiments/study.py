@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 
@@ -31,8 +31,8 @@ from hackable_rl.training.curves import last_tenth, mean_of
 
 log = logging.getLogger(__name__)
 
-Method = Literal["base", "baseline", "robust"]
-METHODS: tuple[str, ...] = ("base", "baseline", "robust")
+BASE = "base"
+"""The study's untrained cell: the base policy under the same judge and training verifier (no RL)."""
 CONDITION_FILE = "condition.json"
 # Columns that label a row; everything after them is a metric (eval keys as they are, `train/...`).
 LABELS = ("name", "method", "rate", "seed", "channel", "flaw", "status", "error")
@@ -55,9 +55,16 @@ class Condition:
         return f"{self.method}-{channel}-r{self.rate:g}-s{self.seed}"
 
 
+def study_methods() -> tuple[str, ...]:
+    """`base` and every registered method, in the order reports list them."""
+    from hackable_rl.methods import METHODS
+
+    return (BASE, *METHODS.names())
+
+
 def condition_of(config: ExperimentConfig, method: str) -> Condition:
-    if method not in METHODS:
-        raise UserError(f"--method {method!r}: expected one of {', '.join(METHODS)}")
+    if method != BASE and ":" not in method and method not in study_methods():
+        raise UserError(f"--method {method!r}: expected one of {', '.join(study_methods())} or 'package.module:method'")
     flaw = config.corruption.kwargs.get("flaw", "any_box") if config.corruption.channel == "flaw" else None
     return Condition(method, config.corruption.rate, config.seed, config.corruption.channel, flaw)
 
@@ -66,7 +73,7 @@ def condition_config(config: ExperimentConfig, condition: Condition) -> Experime
     """The config one condition runs: its method (base keeps the baseline verifier: no RL, same
     reward) and, unless the user named it, a run name that is unique within the study."""
     raw = config.model_dump(mode="json")
-    raw["method"] = "baseline" if condition.method == "base" else condition.method
+    raw["method"] = "baseline" if condition.method == BASE else condition.method
     raw["tracking"]["run_name"] = config.tracking.run_name or condition.name
     return validate_config(raw, f"condition {condition.name}")
 
@@ -205,7 +212,7 @@ def collect_study(condition_files: Iterable[Path]) -> pd.DataFrame:
 
     rows = [condition_row(read_condition(path)) for path in condition_files]
     table = summary_table(rows)
-    order = {method: index for index, method in enumerate(METHODS)}
+    order = {method: index for index, method in enumerate(study_methods())}
     keys = table["method"].map(lambda m: order.get(m, len(order)))
     return (table.assign(_order=keys).sort_values(["_order", "rate", "flaw", "seed"], na_position="first")
             .drop(columns="_order").reset_index(drop=True))

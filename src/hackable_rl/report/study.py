@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hackable_rl.experiments.study import collect_study, find_condition_files, write_summary
+from hackable_rl.experiments.study import collect_study, find_condition_files, study_methods, write_summary
 from hackable_rl.report import plots
 from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope
 
@@ -93,7 +93,8 @@ def _lookup(stats: pd.DataFrame, method: str, rate: float) -> pd.Series | None:
 
 def stats_table(stats: pd.DataFrame, metric_label: str) -> list[str]:
     """A markdown table: one row per rate, one column per method present."""
-    methods = [m for m in ("base", "baseline", "robust") if m in set(stats["method"])]
+    present = set(stats["method"])
+    methods = [m for m in study_methods() if m in present] + sorted(present - set(study_methods()))
     if not methods:
         return [f"No ok condition has {metric_label}."]
     lines = [f"| rate | {' | '.join(methods)} |", "|---|" + "---|" * len(methods)]
@@ -253,7 +254,7 @@ def _verifier_section(table: pd.DataFrame, verifier: str) -> list[str]:
     lines += ["Does the gap grow with the rate?", ""] + trend(gap, "hacking gap") + [""]
     lines += ["Trained vs untrained gap at the same rate (base's gap is the verifier's own error on the untrained "
               "policy; a trained gap above it is what GRPO added):", ""]
-    for trained in ("baseline", "robust"):
+    for trained in study_methods()[1:]:
         lines += excess_gap(gap, trained)
     lines += [""]
     lines += ["Does robust shaping reduce the gap?", ""]

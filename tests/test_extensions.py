@@ -1,0 +1,82 @@
+"""Every extension point takes a plugin from outside src/: a checker, a corruption channel (with its
+own settings), a method and a report metric from tests/plugins/ drive a two-step training and an
+evaluation, and `validate` checks names against the registries with the nearest name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hackable_rl.cli import app
+from hackable_rl.config import load_config
+from hackable_rl.jsonl import read_jsonl
+from hackable_rl.registry import AGGREGATIONS, CHANNELS, CHECKERS, METHODS, REPORT_METRICS
+
+PLUGINS = Path(__file__).parent / "plugins"
+PLUGIN_SETTINGS = [
+    "verifier.members=[{name: m0, checker: 'extension_plugin:last_number_checker'}, {name: m1, corrupted: false}]",
+    "corruption.channel=extension_plugin:stubborn",
+    "corruption.rate=0.5",
+    "corruption.kwargs.value=0.25",
+    "method=extension_plugin:half_penalty",
+    "evaluation.metrics=[strict_share, 'extension_plugin:boxed_share']",
+    "trainer.max_steps=2",
+    "tracking.enabled=false",
+    "tracking.run_name=plugins",
+]
+
+
+def test_built_ins_are_registered_by_name() -> None:
+    load_config(Path(__file__).resolve().parents[1] / "params.yaml")  # imports every built-in
+    assert {"flip", "asymmetric", "missing", "noise", "bias", "confidence", "flaw"} <= set(CHANNELS.names())
+    assert {"clean", "lenient_contains", "any_box", "trigger_phrase"} <= set(CHECKERS.names())
+    assert set(AGGREGATIONS.names()) == {"mean", "majority", "confidence_weighted", "min"}
+    assert {"baseline", "robust"} <= set(METHODS.names())
+    assert {"strict_share", "no_answer_share"} <= set(REPORT_METRICS.names())
+
+
+def test_plugins_for_every_extension_point_train_and_evaluate(project, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    args = [part for setting in PLUGIN_SETTINGS for part in ("--set", setting)]
+    runner = CliRunner()
+    trained = runner.invoke(app, ["train", *args])
+    assert trained.exit_code == 0, trained.output
+    run_dir = project / "cache/artifacts/runs/plugins"
+    records = [row for path in sorted((run_dir / "generations").glob("step-*.jsonl")) for row in read_jsonl(path)]
+    assert [r["step"] for r in records] == [1] * 8 + [2] * 8
+    for record in records:
+        # the plugin checker judged m0, the plugin channel corrupted it with its own setting ...
+        assert record["member.m0.reason"].removeprefix("stubborn:").startswith("last_number:")
+        if record["member.m0.reason"].startswith("stubborn:"):
+            assert record["member.m0.reward"] == 0.25
+        # ... and the plugin method chose what was optimised
+        assert record["optimised_reward"] == pytest.approx(record["reward"] - 0.5 * record["U"])
+        assert record["method"] == "extension_plugin:half_penalty"
+
+    evaluated = runner.invoke(app, ["eval", "--model", str(run_dir / "checkpoints/permanent/step-2"), *args])
+    assert evaluated.exit_code == 0, evaluated.output
+    metrics = json.loads((project / "metrics/eval.json").read_text())
+    samples = read_jsonl(next((project / "cache/artifacts/eval").glob("*/base/generations.jsonl")))
+    assert metrics["report/boxed_share"] == sum("\\boxed{" in s["completion"] for s in samples) / len(samples)
+    assert 0.0 <= metrics["report/strict_share"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("setting", "line"),
+    [
+        ("corruption.channel=asymetric", "corruption.channel: unknown corruption channel 'asymetric' (did you mean 'asymmetric'?)"),
+        ("verifier.aggregation=mena", "verifier.aggregation: unknown aggregation 'mena' (did you mean 'mean'?)"),
+        ("method=extension_plugin:nothing_here", "method: 'extension_plugin:nothing_here': module 'extension_plugin' has no attribute"),
+        ("corruption.channel=math:pi", "corruption.channel: corruption channel 'math:pi' is float 3.14"),
+        ("corruption.kwargs.value=2", "corruption.kwargs.value: unknown setting (this one takes none)"),
+    ],
+)
+def test_validate_checks_names_against_the_registries(setting, line, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    params = Path(__file__).resolve().parents[1] / "params.yaml"
+    result = CliRunner().invoke(app, ["validate", "-c", str(params), "--set", setting])
+    assert result.exit_code == 2, result.output
+    assert line in result.output, result.output
