@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hackable_rl.evaluation.judge import Judgment
-from hackable_rl.verifiers.types import MemberVerdict
+from hackable_rl.verifiers.types import MemberVerdict, Verdict
 
 __all__ = ["VerifierRecord", "GenerationRecord", "EvaluationRecord"]
 
@@ -29,7 +29,11 @@ class VerifierRecord:
     strict: bool
     strict_answer: str | None
     method: str
-    members: tuple[MemberVerdict, ...]
+    member_names: tuple[str, ...]
+    clean: tuple[Verdict, ...]
+    """Each member's verdict before its corruption channel (in `member_names` order)."""
+    seen: tuple[Verdict, ...]
+    """Each member's verdict after it: what training saw."""
     reward: float | None
     """The aggregate r of the members' (corrupted) rewards: the observed reward."""
     disagreement: dict[str, float | None]
@@ -43,6 +47,10 @@ class VerifierRecord:
     missing: bool
     suppressed: bool
     down_weighted: bool
+
+    @property
+    def members(self) -> tuple[MemberVerdict, ...]:
+        return tuple(map(MemberVerdict, self.member_names, self.clean, self.seen))
 
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"strict": self.strict, "strict_answer": self.strict_answer, "method": self.method}

@@ -113,8 +113,8 @@ class RewardPipeline:
                    **extra}
         components = self._compute_components(texts, imputed, columns)
         final = [float(value) for value in self.objective.combine(components, completions=texts, **columns)]
-        records = [self._record(i, text, verified, components, final[i]) for i, text in enumerate(texts)]
-        return ScoredBatch(rewards=final, records=records, counts=_counts(records))
+        records = self._records(texts, verified, components, final)
+        return ScoredBatch(rewards=final, records=records, counts=_counts(records, verified.ensemble))
 
     def _compute_components(
         self, texts: list[str], imputed: list[float], columns: dict[str, Any]
@@ -130,41 +130,45 @@ class RewardPipeline:
             components[name] = [fill if value is None else float(value) for value in values]
         return components
 
-    def _record(
-        self, i: int, text: str, verified: VerifiedBatch, components: dict[str, list[float]], final: float
-    ) -> VerifierRecord:
-        ensemble = verified.ensemble
-        strict = parse_strict(text, self.config.rewards.think_open, self.config.rewards.think_close)
-        aggregate, optimised = _value(ensemble.aggregate[i]), _value(verified.optimised[i])
-        spread = ensemble.spread
-        return VerifierRecord(
-            strict=strict is not None,
-            strict_answer=strict.answer if strict is not None else None,
-            method=self.config.method,
-            members=tuple(ensemble.verdicts[i]),
-            reward=aggregate,
-            disagreement={
-                "U": _value(spread.u[i]),
-                "normalised_disagreement": _value(spread.normalised[i]),
-                "vote_entropy": _value(spread.vote_entropy[i]),
-                "confidence_dispersion": _value(spread.confidence_dispersion[i]),
-                "mean_confidence": _value(spread.mean_confidence[i]),
-            },
-            robust_aggregate=_value(ensemble.shaped.aggregate[i]),
-            shaped=_value(ensemble.shaped.shaped[i]),
-            optimised_reward=optimised,
-            components={name: values[i] for name, values in components.items()},
-            final_reward=final,
-            missing=optimised is None,
-            suppressed=_suppressed(aggregate, optimised),
-            down_weighted=_down_weighted(aggregate, optimised),
-        )
+    def _records(
+        self, texts: list[str], verified: VerifiedBatch, components: dict[str, list[float]], final: list[float]
+    ) -> list[VerifierRecord]:
+        ensemble, spread = verified.ensemble, verified.ensemble.spread
+        aggregate, optimised = _column(ensemble.aggregate), _column(verified.optimised)
+        robust_aggregate, shaped = _column(ensemble.shaped.aggregate), _column(ensemble.shaped.shaped)
+        measures = {name: _column(values) for name, values in (
+            ("U", spread.u), ("normalised_disagreement", spread.normalised), ("vote_entropy", spread.vote_entropy),
+            ("confidence_dispersion", spread.confidence_dispersion), ("mean_confidence", spread.mean_confidence),
+        )}
+        open_tag, close_tag = self.config.rewards.think_open, self.config.rewards.think_close
+        clean, seen = list(zip(*ensemble.clean, strict=True)), list(zip(*ensemble.seen, strict=True))  # [N][M]
+        records = []
+        for i, text in enumerate(texts):
+            strict = parse_strict(text, open_tag, close_tag)
+            records.append(VerifierRecord(
+                strict=strict is not None,
+                strict_answer=strict.answer if strict is not None else None,
+                method=self.config.method,
+                member_names=ensemble.names,
+                clean=clean[i],
+                seen=seen[i],
+                reward=aggregate[i],
+                disagreement={name: values[i] for name, values in measures.items()},
+                robust_aggregate=robust_aggregate[i],
+                shaped=shaped[i],
+                optimised_reward=optimised[i],
+                components={name: values[i] for name, values in components.items()},
+                final_reward=final[i],
+                missing=optimised[i] is None,
+                suppressed=_suppressed(aggregate[i], optimised[i]),
+                down_weighted=_down_weighted(aggregate[i], optimised[i]),
+            ))
+        return records
 
 
-def _value(x: float) -> float | None:
-    """A NumPy float as a Python float, NaN as None (records are JSON, and JSON has no NaN)."""
-    value = float(x)
-    return None if math.isnan(value) else value
+def _column(values: np.ndarray) -> list[float | None]:
+    """An [N] array as Python floats, NaN as None (x != x only for NaN; records are JSON, JSON has no NaN)."""
+    return [None if value != value else value for value in values.tolist()]
 
 
 def _suppressed(aggregate_reward: float | None, optimised: float | None) -> bool:
@@ -196,18 +200,17 @@ _MEANS = {
 }
 
 
-def _counts(records: list[VerifierRecord]) -> dict[str, float]:
+def _counts(records: list[VerifierRecord], ensemble: EnsembleRewards) -> dict[str, float]:
     counts: dict[str, float] = {"completions": float(len(records))}
     for flag in ("missing", "suppressed", "down_weighted", "strict"):
         counts[flag] = float(sum(getattr(record, flag) for record in records))
     for name, read in _MEANS.items():
-        value = mean(read(record) for record in records)
+        value = mean([read(record) for record in records])
         if value is not None:
             counts[name] = value
-    for index, member in enumerate(records[0].members if records else ()):
-        verdicts = [record.members[index] for record in records]
-        counts[f"member.{member.name}.corrupted"] = float(sum(v.seen.reward != v.clean.reward for v in verdicts))
-        counts[f"member.{member.name}.missing"] = float(sum(v.seen.reward is None for v in verdicts))
+    for name, clean, seen in zip(ensemble.names, ensemble.clean, ensemble.seen, strict=True):
+        counts[f"member.{name}.corrupted"] = float(sum(s.reward != c.reward for c, s in zip(clean, seen, strict=True)))
+        counts[f"member.{name}.missing"] = float(sum(s.reward is None for s in seen))
     return counts
 
 

@@ -17,6 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 import pandas as pd  # noqa: E402
 
 from hackable_rl.report.aggregate import ok_rows, with_series  # noqa: E402
+from hackable_rl.training.curves import curve_column  # noqa: E402
+
+CORRECTNESS_COLUMN = curve_column("judge/correctness")
 
 _DPI = 120
 
@@ -104,9 +107,9 @@ def training_curves(curves: dict[str, list[pd.DataFrame | None]], title: str, pa
     figure, axes = plt.subplots(figsize=(7, 4))
     for colour, (label, seeds) in zip(_COLOURS[1:], curves.items(), strict=False):
         for index, curve in enumerate(seeds):
-            if curve is None or "judge_correctness" not in curve:
+            if curve is None or CORRECTNESS_COLUMN not in curve:
                 continue
-            axes.plot(curve["step"], curve["judge_correctness"].astype(float), color=colour, alpha=0.8,
+            axes.plot(curve["step"], curve[CORRECTNESS_COLUMN].astype(float), color=colour, alpha=0.8,
                       linestyle=("-", "--", ":")[index % 3], label=f"{label}, seed {index}")
     axes.set_xlabel("GRPO step")
     axes.set_ylabel("judge correctness (sampled, training prompts)")

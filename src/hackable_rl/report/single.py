@@ -27,6 +27,7 @@ from hackable_rl.evaluation.report_metrics import PREFIX as REPORT_PREFIX
 from hackable_rl.jsonl import read_json as read_json_document
 from hackable_rl.report import plots
 from hackable_rl.report.study import fmt
+from hackable_rl.stats import mean
 from hackable_rl.training.curves import SUMMARISED_KEYS
 
 log = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def _seed_means(inputs: SingleInputs, policy: str) -> dict[str, float]:
     for key in keys:
         values = [d[key] for d in documents]
         if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-            means[key] = sum(values) / len(values)
+            means[key] = mean(values)
     return means
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.stats import mean
+
 
 @dataclass(frozen=True)
 class CurveMetric:
@@ -34,6 +36,14 @@ CURVE_METRICS = (
     CurveMetric("verifier/disagreement", summarised=False),
 )
 SUMMARISED_KEYS = tuple(metric.key for metric in CURVE_METRICS if metric.summarised)
+
+
+def curve_column(key: str) -> str:
+    """The train_curve.csv column of the declared curve metric `key`."""
+    for metric in CURVE_METRICS:
+        if metric.key == key:
+            return metric.csv_column
+    raise KeyError(f"{key!r} is not a declared curve metric ({', '.join(m.key for m in CURVE_METRICS)})")
 
 
 def write_curve(rows: list[dict[str, Any]], path: Path) -> None:
@@ -61,8 +71,7 @@ def _tenth(rows: list[dict[str, Any]]) -> int:
 
 def mean_of(key: str, rows: list[dict[str, Any]]) -> float | None:
     """Mean of `key` over the rows where it is defined; None (not 0) when it never is."""
-    values = [row[key] for row in rows if row.get(key) is not None]
-    return sum(values) / len(values) if values else None
+    return mean(row.get(key) for row in rows)
 
 
 def summarise_curve(rows: list[dict[str, Any]], final_step: int, seconds: float) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.corruption import KeyedChannel, build_channel, corruption_key
 from hackable_rl.verifiers.ensemble import Disagreement, aggregate, disagreement
 from hackable_rl.verifiers.shaping import ShapedRewards, shape
-from hackable_rl.verifiers.types import Checker, Example, MemberVerdict, Verdict
+from hackable_rl.verifiers.types import Checker, Example, Verdict
 
 __all__ = ["Member", "EnsembleRewards", "TrainingVerifier", "build_members"]
 
@@ -47,8 +47,12 @@ def build_members(config) -> list[Member]:
 class EnsembleRewards:
     """The training verifier's output for a batch of N completions (arrays are [N]; NaN = missing)."""
 
-    verdicts: list[list[MemberVerdict]]
-    """Per completion, each member's clean and seen verdict."""
+    names: tuple[str, ...]
+    """The members, in config order."""
+    clean: list[list[Verdict]]
+    """[M][N] each member's verdict before its corruption channel."""
+    seen: list[list[Verdict]]
+    """[M][N] the verdicts training sees (after corruption)."""
     rewards: np.ndarray
     """[N, M] the members' seen rewards."""
     confidences: np.ndarray
@@ -69,16 +73,16 @@ class TrainingVerifier:
         self.robust = config.robust
 
     def verify(self, texts: list[str], examples: list[Example]) -> EnsembleRewards:
-        per_member = self._member_verdicts(texts, examples)  # [M][N] (clean, seen)
-        rewards = _matrix([[seen.reward for seen in seen_list] for _, seen_list in per_member])
-        confidences = _matrix([[seen.confidence for seen in seen_list] for _, seen_list in per_member])
+        per_member = self._member_verdicts(texts, examples)  # [M] (clean [N], seen [N])
+        clean = [clean for clean, _ in per_member]
+        seen = [seen for _, seen in per_member]
+        rewards = _matrix([[verdict.reward for verdict in verdicts] for verdicts in seen])
+        confidences = _matrix([[verdict.confidence for verdict in verdicts] for verdicts in seen])
         spread = disagreement(rewards, confidences)
-        verdicts = [
-            [MemberVerdict(member.name, clean[i], seen[i]) for member, (clean, seen) in zip(self.members, per_member, strict=True)]
-            for i in range(len(texts))
-        ]
         return EnsembleRewards(
-            verdicts=verdicts,
+            names=tuple(member.name for member in self.members),
+            clean=clean,
+            seen=seen,
             rewards=rewards,
             confidences=confidences,
             aggregate=aggregate(rewards, confidences, self.aggregation),

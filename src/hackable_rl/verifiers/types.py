@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Verdict", "Example", "Checker", "MemberVerdict"]
 
@@ -42,9 +42,9 @@ Checker = Callable[[str, Example], Verdict]
 MEMBER_FIELDS = ("clean_reward", "clean_confidence", "reward", "confidence", "parsed", "reason")
 
 
-@dataclass(frozen=True, slots=True)
-class MemberVerdict:
-    """One ensemble member's verdict before (`clean`) and after (`seen`) its corruption channel."""
+class MemberVerdict(NamedTuple):
+    """One ensemble member's verdict before (`clean`) and after (`seen`) its corruption channel.
+    (A NamedTuple, not a frozen dataclass: a batch builds M of these per completion.)"""
 
     name: str
     clean: Verdict
