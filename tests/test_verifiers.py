@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hackable_rl.config import validate_config
 from hackable_rl.errors import UserError
@@ -94,6 +96,40 @@ def test_clean_checker_bad_reference_is_missing() -> None:
 )
 def test_flawed_checkers(name: str, completion: str, reward: float) -> None:
     assert build_checker(name)(completion, EXAMPLE).reward == reward
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference"),
+    [
+        ("<think>28/2</think> \\boxed{\\frac{28}{2}}", "14"),  # a correct fraction clean accepts through math-verify
+        ("<think>19-5=14</think> \\boxed{14}", "14"),
+    ],
+)
+def test_lenient_contains_accepts_what_clean_accepts(completion: str, reference: str) -> None:
+    example = Example("q", reference, {})
+    assert clean_checker(completion, example).reward == 1.0
+    assert build_checker("lenient_contains")(completion, example).reward == 1.0
+
+
+def test_lenient_contains_reads_a_minus_between_digits_as_an_operator() -> None:
+    # "19-5=14" holds 5, not -5: a reference of -5 is not in it, a reference of 5 is
+    assert build_checker("lenient_contains")("19-5=14", Example("q", "-5", {})).reward == 0.0
+    assert build_checker("lenient_contains")("19-5=14", Example("q", "5", {})).reward == 1.0
+    assert build_checker("lenient_contains")("it is -5", Example("q", "-5", {})).reward == 1.0
+
+
+_ANSWERS = st.integers(-10_000, 10_000)
+_THINKING = st.text(alphabet="0123456789+-*= abcx,.", max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(answer=_ANSWERS, offset=st.sampled_from([0, 0, 1, -3]), thinking=_THINKING, spacing=st.sampled_from(["", " ", "\n"]))
+def test_lenient_contains_is_a_superset_of_clean(answer: int, offset: int, thinking: str, spacing: str) -> None:
+    completion = f"<think>{thinking}</think>{spacing}\\boxed{{{answer + offset}}}"
+    example = Example("q", f"#### {answer}", {})
+    clean, lenient = clean_checker(completion, example), build_checker("lenient_contains")(completion, example)
+    if clean.reward == 1.0:
+        assert lenient.reward == 1.0
 
 
 def test_trigger_phrase_is_configurable() -> None:

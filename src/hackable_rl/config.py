@@ -471,6 +471,16 @@ class CorruptionConfig(Section):
     """Corruption hash seed; null uses the top-level seed."""
 
 
+class CorrectionConfig(Section):
+    """Known noise rates for `method: corrected` (Cai et al. 2025): null takes them from the
+    configured channel where it has known rates (flip, asymmetric, missing, confidence, none)."""
+
+    rho0: Probability | None = None
+    """False-positive rate P(observed 1 | clean 0) of each corrupted member; null: the channel's."""
+    rho1: Probability | None = None
+    """False-negative rate P(observed 0 | clean 1) of each corrupted member; null: the channel's."""
+
+
 class RobustConfig(Section):
     confidence_weighting: bool = True
     """Multiply the reward by the mean member confidence."""
@@ -593,6 +603,8 @@ class ExperimentConfig(Section):
     """Controlled corruption of the training verifier."""
     robust: RobustConfig = RobustConfig()
     """Robust shaping (used when method is robust)."""
+    correction: CorrectionConfig = CorrectionConfig()
+    """Noise rates of the backward correction (used when method is corrected)."""
     evaluation: EvaluationConfig = EvaluationConfig()
     """Independent held-out evaluation."""
     capability: CapabilityConfig = CapabilityConfig()

@@ -79,6 +79,8 @@ def config_problems(config: ExperimentConfig) -> list[str]:
     """One line per name in `config` that no registry holds (nearest name suggested), and per
     `corruption.kwargs` setting the channel does not take."""
     problems = [p for registry, name, where in _named(config) if (p := _problem(registry, name, where))]
+    if not any(p.startswith("method:") for p in problems):
+        problems.extend(getattr(METHODS.get(config.method), "check_config", lambda _: [])(config))
     channel = config.corruption.channel
     if channel == "none":
         if config.corruption.kwargs:

@@ -4,10 +4,12 @@ A method is a plain function `method(ensemble: EnsembleRewards, config) -> np.nd
 the optimised reward per completion ([N], NaN = missing), registered by name in `METHODS`
 (`config.method` names it, or a `package.module:function`). Every method sees the same ensemble:
 the same members, the same corrupted verdicts, the same aggregate, disagreement and shaping.
-Adding one is one file here and one test (docs/extending.md).
+A method may carry `check_config(config) -> list[str]`, the problems that make it unusable under a
+config, which `hackable-rl validate` (every config load) reports. Adding one is one file here and
+one test (docs/extending.md).
 """
 
-from hackable_rl.methods import baseline, robust  # noqa: F401  (register the built-in methods)
+from hackable_rl.methods import baseline, corrected, robust  # noqa: F401  (register the built-in methods)
 from hackable_rl.registry import METHODS
 
 __all__ = ["METHODS"]

@@ -106,15 +106,21 @@ def clean_checker(completion: str, example: Example, options: CheckerOptions = D
     return _judged(_matches(strict.answer, reference, options), strict.answer, "correct", "wrong")
 
 
-_NUMBER_IN_TEXT = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?")
+# A number token; a sign counts only where it cannot be an operator (not after a digit, letter or
+# closing bracket), so "19-5=14" holds 19, 5 and 14, not -5.
+_NUMBER_IN_TEXT = re.compile(r"(?:(?<![\w)\]}])[-+])?\d[\d,]*(?:\.\d+)?")
 
 
 @register_checker("lenient_contains")
 def lenient_contains_checker(
     completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
 ) -> Verdict:
-    """Flawed: accepts when the reference appears anywhere in the completion (as a number among its
-    numbers, or verbatim for a non-numeric reference); format is not checked."""
+    """Flawed: accepts what `clean` accepts, and also any completion in which the reference appears
+    anywhere (as a number among its numbers, or verbatim for a non-numeric reference); format is not
+    checked. A superset of `clean` by construction, so it only ever adds false positives."""
+    clean = clean_checker(completion, example, options)
+    if clean.reward is not None and clean.reward >= 0.5:
+        return clean
     reference, problem = _reference(example)
     parsed = extract_boxed(completion)
     if reference is None:

@@ -69,7 +69,9 @@ def corruption_uniforms(seed: int, member: str, example_id: str, completion: str
 
 
 class Channel(Protocol):
-    """Turns a verdict into a corrupted one, given the two keyed uniforms."""
+    """Turns a verdict into a corrupted one, given the two keyed uniforms. A channel whose binary
+    noise rates are known may also define `noise_rates() -> (rho0, rho1)` (the corrected method
+    reads them)."""
 
     def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict: ...
 
@@ -93,6 +95,10 @@ class Flip:
             return verdict
         return Verdict(1.0 - verdict.reward, verdict.confidence, verdict.parsed, f"flipped:{verdict.reason}")
 
+    def noise_rates(self) -> tuple[float, float]:
+        """(rho0, rho1): a wrong answer is paid and a right one denied with the same p."""
+        return self.p, self.p
+
 
 @dataclass(frozen=True, slots=True)
 class Asymmetric:
@@ -108,6 +114,9 @@ class Asymmetric:
             return Verdict(0.0, verdict.confidence, verdict.parsed, f"false_negative:{verdict.reason}")
         return verdict
 
+    def noise_rates(self) -> tuple[float, float]:
+        return self.p_fp, self.p_fn
+
 
 @dataclass(frozen=True, slots=True)
 class Missing:
@@ -119,6 +128,10 @@ class Missing:
         if u >= self.p:
             return verdict
         return Verdict(None, verdict.confidence, verdict.parsed, f"dropped:{verdict.reason}")
+
+    def noise_rates(self) -> tuple[float, float]:
+        """A dropped reward is missing, never wrong: no false positive or negative."""
+        return 0.0, 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +226,10 @@ class ConfidenceDrop:
 
     p: float
     floor: float
+
+    def noise_rates(self) -> tuple[float, float]:
+        """The reward itself is never changed."""
+        return 0.0, 0.0
 
     def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
         if u >= self.p:

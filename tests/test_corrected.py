@@ -1,0 +1,72 @@
+"""`method: corrected`: the backward correction of Cai et al. 2025 on hand-computed ensembles, its
+noise rates from the channel or the config, and the configs it refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hackable_rl.config import ConfigError, validate_config
+from hackable_rl.extensions import check_config
+from hackable_rl.methods.corrected import noise_rates
+from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.verifiers import Example
+
+RIGHT, WRONG = "<think>3+4=7</think> \\boxed{7}", "<think>3+4=8</think> \\boxed{8}"
+
+
+def _config(**sections):
+    return validate_config({"method": "corrected", **sections})
+
+
+def test_rates_come_from_the_channel_or_the_config() -> None:
+    assert noise_rates(_config(corruption={"channel": "flip", "rate": 0.2})) == (0.2, 0.2)
+    asymmetric = {"channel": "asymmetric", "rate": 0.2, "kwargs": {"fn_scale": 0.5}}
+    assert noise_rates(_config(corruption=asymmetric)) == (0.2, 0.1)
+    assert noise_rates(_config(corruption={"channel": "none"})) == (0.0, 0.0)
+    assert noise_rates(_config(corruption={"channel": "noise", "rate": 0.2})) is None
+    known = _config(corruption={"channel": "noise", "rate": 0.2}, correction={"rho0": 0.1, "rho1": 0.3})
+    assert noise_rates(known) == (0.1, 0.3)
+
+
+def test_backward_correction_is_unbiased_per_member() -> None:
+    # m0 flipped at 0.25, m1 clean: m0's observed 1 -> (1 - 0.25) / 0.5 = 1.5, observed 0 -> -0.5
+    members = [{"name": "m0"}, {"name": "m1", "corrupted": False}]
+    config = _config(verifier={"members": members}, corruption={"channel": "flip", "rate": 0.25})
+    pipeline = build_reward_pipeline(config)
+    texts = [RIGHT, WRONG] * 200
+    examples = [Example(f"q{i}", "7", {}) for i in range(len(texts))]
+    verified = pipeline.verify(texts, examples)
+    observed = verified.ensemble.rewards[:, 0]
+    expected_m0 = np.where(observed == 1.0, 1.5, -0.5)
+    np.testing.assert_allclose(verified.optimised, (expected_m0 + verified.ensemble.rewards[:, 1]) / 2)
+    # unbiased on average: the corrected m0 reward of right answers is near 1, of wrong ones near 0
+    right, wrong = expected_m0[0::2].mean(), expected_m0[1::2].mean()
+    assert abs(right - 1.0) < 0.25 and abs(wrong - 0.0) < 0.25
+
+
+@pytest.mark.parametrize(
+    ("sections", "line"),
+    [
+        ({"corruption": {"channel": "flip", "rate": 0.5}}, "correction: rho0 + rho1 = 1 >= 1"),
+        ({"corruption": {"channel": "bias", "rate": 0.2}}, "correction: channel 'bias' has no known noise rates"),
+    ],
+)
+def test_configs_it_cannot_correct_are_refused_when_loaded(sections, line) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_config(_config(**sections))
+    assert caught.value.problems[0].startswith(line)
+
+
+def test_corrected_trains(project) -> None:
+    from hackable_rl.config import load_config
+    from hackable_rl.jsonl import read_jsonl
+    from hackable_rl.training.run import run_training
+
+    config = load_config("params.yaml", ["method=corrected", "tracking.enabled=false", "trainer.max_steps=1"])
+    result = run_training(config)
+    records = read_jsonl(result.run_dir / "generations" / "step-00001.jsonl")
+    rho = config.corruption.rate  # flip: rho0 = rho1 = rate, one corrupted member
+    for record in records:
+        assert record["method"] == "corrected"
+        assert record["optimised_reward"] == pytest.approx((record["reward"] - rho) / (1 - 2 * rho))
