@@ -70,7 +70,7 @@ def test_condition_names_are_unique_per_cell(config) -> None:
     assert (cfg.method, cfg.run_name) == ("robust", "robust-flip-r0.4-s2")
     base = study.condition_config(config, study.condition_of(config, "base"))
     assert (base.method, base.run_name) == ("baseline", "base-flip-r0.4-s2")
-    with pytest.raises(UserError, match="--method 'grpo': expected one of base, baseline, robust"):
+    with pytest.raises(UserError, match="--method 'grpo': expected one of base, baseline, corrected, robust or 'package.module:method'"):
         study.condition_of(config, "grpo")
 
 
