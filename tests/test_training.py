@@ -67,6 +67,10 @@ def test_three_step_run_records_everything(project):
     assert artifacts == {f"generations/step-0000{i}.json" for i in (1, 2, 3)}
     versions = client.search_model_versions("name='tests-policy'")
     assert sorted(int(v.tags["step"]) for v in versions if v.run_id == result.run_id) == [2, 3]
+    # the exploit payoff table of this run's method and rate, saved before training (hackable-rl payoff)
+    payoff = json.loads((result.run_dir / "payoff.json").read_text())
+    assert payoff["cells"][0]["rate"] == 0.2 and "strict_wrong" in payoff["cells"][0]["pays"]
+    assert "payoff.json" in {a.path for a in client.list_artifacts(result.run_id)}
     permanent = result.run_dir / "checkpoints" / "permanent" / "step-3"
     assert (permanent / "model.safetensors").exists() and (permanent / "checkpoint.json").exists()
 

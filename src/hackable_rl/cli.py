@@ -17,8 +17,9 @@ import yaml
 
 from hackable_rl import __version__
 from hackable_rl.cli_errors import UserErrorCommands, fail, run_user_action, show_tracebacks
-from hackable_rl.config import ExperimentConfig, load_config
+from hackable_rl.config import ExperimentConfig, describe_fields, load_config
 from hackable_rl.errors import UserError
+from hackable_rl.extensions import check_builds
 from hackable_rl.storage import check_output_path
 
 app = typer.Typer(
@@ -100,24 +101,10 @@ def validate(
     """Validate a params file and print the resolved config (or one line per problem, exit 2)."""
     resolved = _config(config, overrides)
     if explain:
-        for line in _describe_fields(type(resolved)):
-            typer.echo(line)
+        typer.echo("\n".join(describe_fields(type(resolved))))
         return
     typer.echo(yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False).rstrip())
     typer.secho(f"# {config}: valid (run name {resolved.run_name})", err=True, fg=typer.colors.GREEN)
-
-
-def _describe_fields(model: type, prefix: str = "") -> list[str]:
-    from pydantic import BaseModel
-
-    lines = []
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            lines.extend(_describe_fields(annotation, f"{prefix}{name}."))
-        else:
-            lines.append(f"{prefix}{name}: {' '.join((field.description or '').split())}")
-    return lines
 
 
 @app.command()
@@ -194,7 +181,7 @@ def train(
 
     cfg = _model_config(config, overrides)
     check_output_path(metrics_dir, "--metrics-dir", folder=True)
-    _check_plugins(cfg)
+    run_user_action(lambda: check_builds(cfg))  # a plugin of the wrong shape fails before the model loads
     result = run_user_action(
         lambda: run_training(
             cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir,
@@ -360,15 +347,6 @@ def compare_command(
     typer.echo(f"written to {out}")
 
 
-def _check_plugins(cfg: ExperimentConfig) -> None:
-    """Builds the reward pipeline once before training, so that a reward, objective or checker named
-    in the config that does not load (or is the wrong kind of object) fails in a second, not after
-    the model has loaded."""
-    from hackable_rl.scoring import build_reward_pipeline
-
-    build_reward_pipeline(cfg)
-
-
 @app.command()
 def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None) -> None:
     """Warm-start the tiny policy (tokenizer + SFT on worked solutions, held-out greedy accuracy), or
@@ -381,6 +359,36 @@ def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption =
     metrics = run_user_action(lambda: run_warmstart(cfg))
     typer.echo(warmstart_line(metrics, cfg.model.source))
     typer.echo(f"policy: {policy_dir(cfg)}")
+
+
+@app.command()
+def payoff(
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+    study: Annotated[Path | None, typer.Option("--study", help="Study file: its methods, rates and flaws.")] = None,
+    prompts: Annotated[int, typer.Option(min=1, help="Training prompts sampled.")] = 64,
+    out: Annotated[Path | None, typer.Option("--out", help="Where payoff.json goes.")] = None,
+    allow_unpayable: Annotated[bool, typer.Option(help="Exit 0 even when no exploit pays.")] = False,
+) -> None:
+    """The exploit payoff table: mean training reward of canonical completions per method and rate
+    (docs/studies.md); exit 2 when no exploit pays more than a strict wrong answer anywhere."""
+    from hackable_rl.experiments.payoff import (
+        format_payoff,
+        grid_of,
+        payoff_table,
+        unpayable_problem,
+        write_payoff,
+    )
+
+    cfg = _config(config, overrides)
+    methods, rates, flaws = run_user_action(lambda: grid_of(cfg, study))
+    cells = run_user_action(lambda: payoff_table(cfg, methods, rates, flaws, prompts))
+    typer.echo("\n".join(format_payoff(cells)))
+    if out is not None:
+        typer.echo(f"written to {write_payoff(out, cells)}")
+    problem = unpayable_problem(cells)
+    if problem and not allow_unpayable:
+        run_user_action(lambda: fail(problem))
 
 
 @app.command()

@@ -800,6 +800,18 @@ def flatten_config(config: BaseModel | Mapping[str, Any], prefix: str = "") -> d
     return flat
 
 
+def describe_fields(model: type, prefix: str = "") -> list[str]:
+    """`section.field: its description`, one line per field (`hackable-rl validate --explain`)."""
+    lines = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            lines.extend(describe_fields(annotation, f"{prefix}{name}."))
+        else:
+            lines.append(f"{prefix}{name}: {' '.join((field.description or '').split())}")
+    return lines
+
+
 # --------------------------------------------------------------------------- error lines
 
 

@@ -40,7 +40,7 @@ from hackable_rl.registry import (
 )
 from hackable_rl.verifiers.corruption import channel_settings
 
-__all__ = ["config_problems", "check_config"]
+__all__ = ["config_problems", "check_config", "check_builds"]
 
 
 def _problem(registry: Registry, name: str, where: str) -> str | None:
@@ -99,3 +99,11 @@ def check_config(config: ExperimentConfig, source: str | None = None) -> Experim
     if problems:
         raise ConfigError(problems, source)
     return config
+
+
+def check_builds(config: ExperimentConfig) -> None:
+    """Builds the reward pipeline once (no model), so that a reward, objective or checker that loads
+    but cannot be built or called as its contract says fails in a second, not after the model loaded."""
+    from hackable_rl.scoring import build_reward_pipeline
+
+    build_reward_pipeline(config)

@@ -180,6 +180,16 @@ def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, id
     tracker.log_artifact(run_dir / "config.yaml")
     tracker.set_tags(identity.tags())
     tracker.log_dict({"packages": package_versions(), "hardware": hardware()}, "environment.json")
+    _log_payoff(config, tracker, run_dir)
+
+
+def _log_payoff(config: ExperimentConfig, tracker: Tracker, run_dir: Path) -> None:
+    """The exploit payoff table of this run's own method, rate and flaw (`hackable-rl payoff`), saved
+    before training: what each canonical completion would earn, so a run can be read against it."""
+    from hackable_rl.experiments.payoff import grid_of, payoff_table, write_payoff
+
+    cells = payoff_table(config, *grid_of(config, None))
+    tracker.log_artifact(write_payoff(run_dir / "payoff.json", cells))
 
 
 # --------------------------------------------------------------------------- train
