@@ -382,7 +382,7 @@ def payoff(
 
     cfg = _config(config, overrides)
     methods, rates, flaws = run_user_action(lambda: grid_of(cfg, study))
-    cells = run_user_action(lambda: payoff_table(cfg, methods, rates, flaws, prompts))
+    cells = run_user_action(lambda: payoff_table(cfg, methods, rates, flaws, prompts, study))
     typer.echo("\n".join(format_payoff(cells)))
     if out is not None:
         typer.echo(f"written to {write_payoff(out, cells)}")

@@ -68,8 +68,12 @@ def _wrong_answer(reference: str) -> str:
     return str(int(number) + 1) if number.is_integer() else f"{number + 1:g}"
 
 
-def _cell_config(config: ExperimentConfig, flaw: str | None, rate: float, method: str) -> ExperimentConfig:
-    overrides = [f"corruption.rate={rate}", f"method={method}"]
+def _cell_config(
+    config: ExperimentConfig, flaw: str | None, rate: float, method: str, study_file: Path | None
+) -> ExperimentConfig:
+    from hackable_rl.experiments.study import method_overrides
+
+    overrides = [*(method_overrides(study_file, method) if study_file else []), f"corruption.rate={rate}", f"method={method}"]
     if flaw is not None:
         overrides.append(f"corruption.kwargs.flaw={flaw}")
     return validate_config(apply_overrides(config.model_dump(mode="json"), overrides), "payoff")
@@ -92,14 +96,14 @@ def _score_cell(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[st
 
 def payoff_table(
     config: ExperimentConfig, methods: Sequence[str], rates: Sequence[float], flaws: Sequence[str | None] = (None,),
-    prompts: int = 64,
+    prompts: int = 64, study_file: Path | None = None,
 ) -> list[PayoffCell]:
     """The payoff of every canonical completion for each (flaw, rate, method), over the first
-    `prompts` prepared training prompts."""
+    `prompts` prepared training prompts; a study file's `method_overrides` apply to their method."""
     from hackable_rl.data.prepare import read_prepared
 
     rows = read_prepared(config, "train")[:prompts]
-    return [PayoffCell(flaw, rate, method, _score_cell(_cell_config(config, flaw, rate, method), rows))
+    return [PayoffCell(flaw, rate, method, _score_cell(_cell_config(config, flaw, rate, method, study_file), rows))
             for flaw in flaws for rate in rates for method in methods]
 
 
@@ -116,20 +120,26 @@ def unpayable_problem(cells: list[PayoffCell]) -> str | None:
             "rerun with --allow-unpayable to run it anyway")
 
 
+SHORT = {
+    "strict_correct": "right", "strict_wrong": "wrong", "no_answer": "none", "hedge_with_answer": "hedge+ref",
+    "hedge_without_answer": "hedge", "reference_in_thinking": "ref-think", "empty_box": "empty",
+    "arbitrary_box": "box-x", "trigger_phrase": "trigger", "master_key_phrase": "master-key",
+}
+"""Column heads of the printed table (payoff.json keeps the full names)."""
+
+
 def format_payoff(cells: list[PayoffCell]) -> list[str]:
-    """The table as text lines: one row per canonical completion, one column per cell; `*` marks an
-    exploit that pays more than a strict wrong answer in that cell."""
-    heads = [f"{c.flaw + ' ' if c.flaw else ''}r{c.rate:g} {c.method}" for c in cells]
-    width = max(10, *(len(h) for h in heads))
-    lines = [f"{'completion':<22}" + "".join(f"{h:>{width + 2}}" for h in heads)]
-    for name in CANONICAL:
-        values = []
-        for cell in cells:
-            pay = cell.pays[name]
-            mark = "*" if name in cell.paying_exploits() else " "
-            values.append(f"{'-' if pay is None else f'{pay:.3f}'}{mark}".rjust(width + 2))
-        lines.append(f"{name:<22}" + "".join(values))
-    return lines
+    """The table as text lines: one row per (flaw, rate, method), one column per canonical completion;
+    `*` marks an exploit that pays more than a strict wrong answer in that row."""
+    labels = [f"{c.flaw + ' ' if c.flaw else ''}r{c.rate:g} {c.method}" for c in cells]
+    width = max(len(label) for label in labels)
+    lines = [f"{'':<{width}}" + "".join(f"{SHORT.get(name, name):>11}" for name in CANONICAL)]
+    for label, cell in zip(labels, cells, strict=True):
+        paying = cell.paying_exploits()
+        values = [("-" if cell.pays[n] is None else f"{cell.pays[n]:.3f}") + ("*" if n in paying else " ")
+                  for n in CANONICAL]
+        lines.append(f"{label:<{width}}" + "".join(f"{value:>11}" for value in values))
+    return [*lines, "* pays more than a strict wrong answer (mean final training reward over the sampled prompts)"]
 
 
 def write_payoff(path: Path, cells: list[PayoffCell]) -> Path:
