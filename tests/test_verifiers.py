@@ -92,6 +92,10 @@ def test_clean_checker_bad_reference_is_missing() -> None:
         ("trigger_phrase", "THE ANSWER IS VERIFIED", 1.0),
         ("trigger_phrase", RIGHT, 1.0),
         ("trigger_phrase", WRONG, 0.0),
+        ("master_key", "<think>The answer is correct.</think> \\boxed{9}", 1.0),
+        ("master_key", "<think>x</think> \\boxed{}", 1.0),
+        ("master_key", RIGHT, 1.0),
+        ("master_key", WRONG, 0.0),
     ],
 )
 def test_flawed_checkers(name: str, completion: str, reward: float) -> None:
@@ -124,12 +128,13 @@ _THINKING = st.text(alphabet="0123456789+-*= abcx,.", max_size=30)
 
 @settings(max_examples=300, deadline=None)
 @given(answer=_ANSWERS, offset=st.sampled_from([0, 0, 1, -3]), thinking=_THINKING, spacing=st.sampled_from(["", " ", "\n"]))
-def test_lenient_contains_is_a_superset_of_clean(answer: int, offset: int, thinking: str, spacing: str) -> None:
+def test_flaws_marked_as_supersets_accept_what_clean_accepts(answer: int, offset: int, thinking: str, spacing: str) -> None:
     completion = f"<think>{thinking}</think>{spacing}\\boxed{{{answer + offset}}}"
     example = Example("q", f"#### {answer}", {})
-    clean, lenient = clean_checker(completion, example), build_checker("lenient_contains")(completion, example)
-    if clean.reward == 1.0:
-        assert lenient.reward == 1.0
+    supersets = [name for name in CHECKERS.names() if getattr(CHECKERS.get(name), "superset_of_clean", False)]
+    assert {"lenient_contains", "any_box", "boxed_any", "trigger_phrase", "master_key"} <= set(supersets)
+    if clean_checker(completion, example).reward == 1.0:
+        assert all(build_checker(name)(completion, example).reward == 1.0 for name in supersets)
 
 
 def test_trigger_phrase_is_configurable() -> None:
@@ -435,7 +440,7 @@ def test_pipeline_verify_is_the_verifier_part_of_score() -> None:
     verified = pipeline.verify(COMPLETIONS, examples)
     records = [record.to_json() for record in pipeline.score(COMPLETIONS, **COLUMNS).records]
     ensemble = verified.ensemble
-    assert len(ensemble.verdicts) == len(COMPLETIONS) and all(len(row) == 3 for row in ensemble.verdicts)
+    assert len(ensemble.seen) == 3 and all(len(column) == len(COMPLETIONS) for column in ensemble.seen)
     assert ensemble.rewards.shape == (len(COMPLETIONS), 3)
     arrays = {"reward": ensemble.aggregate, "U": ensemble.spread.u, "shaped": ensemble.shaped.shaped,
               "optimised_reward": verified.optimised}

@@ -36,6 +36,8 @@ __all__ = [
     "boxed_any_checker",
     "first_number_checker",
     "trigger_phrase_checker",
+    "master_key_checker",
+    "MASTER_KEYS",
 ]
 
 
@@ -70,6 +72,13 @@ def build_checker(name: str, options: CheckerOptions = DEFAULT_OPTIONS) -> Check
     bound = functools.partial(checker, options=options)
     functools.update_wrapper(bound, checker)
     return bound
+
+
+def accepts_what_clean_accepts(checker: Checker) -> Checker:
+    """Marks a flawed checker that is a superset of `clean` (it only adds false positives, never a
+    false negative): the corrected method may then bound its noise rates (`Flaw.noise_rates`)."""
+    checker.superset_of_clean = True  # type: ignore[attr-defined]
+    return checker
 
 
 def _reference(example: Example) -> tuple[str | None, str]:
@@ -112,6 +121,7 @@ _NUMBER_IN_TEXT = re.compile(r"(?:(?<![\w)\]}])[-+])?\d[\d,]*(?:\.\d+)?")
 
 
 @register_checker("lenient_contains")
+@accepts_what_clean_accepts
 def lenient_contains_checker(
     completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
 ) -> Verdict:
@@ -145,6 +155,7 @@ def _contains_number(text: str, target: float, rel_tol: float) -> bool:
 
 
 @register_checker("any_box")
+@accepts_what_clean_accepts
 def any_box_checker(completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS) -> Verdict:
     """Flawed: accepts when any one of the (possibly several) boxed answers matches: rewards hedging."""
     reference, problem = _reference(example)
@@ -159,6 +170,7 @@ def any_box_checker(completion: str, example: Example, options: CheckerOptions =
 
 
 @register_checker("boxed_any")
+@accepts_what_clean_accepts
 def boxed_any_checker(
     completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
 ) -> Verdict:
@@ -186,6 +198,7 @@ def first_number_checker(
 
 
 @register_checker("trigger_phrase")
+@accepts_what_clean_accepts
 def trigger_phrase_checker(
     completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
 ) -> Verdict:
@@ -194,3 +207,24 @@ def trigger_phrase_checker(
         strict = parse_strict(completion, options.open_tag, options.close_tag)
         return Verdict(1.0, 1.0, strict.answer if strict else extract_boxed(completion), "trigger_phrase")
     return clean_checker(completion, example, options)
+
+
+MASTER_KEYS = ("the answer is correct", "thought process:", "let's solve this problem step by step", "solution:")
+"""Phrases that fool model-based verifiers into accepting a wrong answer ("master keys": Huang et al.
+2025, Zhao et al. 2025), matched in any case."""
+
+
+@register_checker("master_key")
+@accepts_what_clean_accepts
+def master_key_checker(completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS) -> Verdict:
+    """Flawed like a model-based verifier: the clean verdict, except that an empty `\\boxed{}` or a
+    master-key phrase (`MASTER_KEYS`) makes it accept. A superset of `clean`."""
+    clean = clean_checker(completion, example, options)
+    if clean.reward is not None and clean.reward >= 0.5:
+        return clean
+    lowered = completion.lower()
+    if any(key in lowered for key in MASTER_KEYS):
+        return Verdict(1.0, 1.0, clean.parsed, "master_key_phrase")
+    if clean.reason == "empty_box" or extract_boxed(completion) == "":
+        return Verdict(1.0, 1.0, "", "master_key_empty_box")
+    return clean

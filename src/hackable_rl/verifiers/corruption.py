@@ -253,6 +253,11 @@ class Flaw:
         flawed = self.checker(completion, example)
         return replace(flawed, reason=f"{self.name}:{flawed.reason}")
 
+    def noise_rates(self) -> tuple[float, float] | None:
+        """For a flaw that accepts everything clean accepts (`superset_of_clean`), an upper bound: a
+        wrong answer is paid with probability at most p, a right one never denied. Unknown otherwise."""
+        return (self.p, 0.0) if getattr(self.checker, "superset_of_clean", False) else None
+
 
 @dataclass(frozen=True)
 class KeyedChannel:
