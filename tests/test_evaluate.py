@@ -32,7 +32,7 @@ def test_eval_run_id_promote_and_learning_curve(project):
         # one naming scheme with the training records: the judge's correct/parsed/reason, the training
         # verifier's reward (its aggregate r, the gap is measured on the same samples) and detail beside it
         fields = {"prompt_id", "completion", "correct", "parsed", "reason", "reward", "optimised_reward", "U",
-                  "member.m0.reward", "strict", "thinking_tokens"}
+                  "member.m0.reward", "strict", "thinking_tokens", "transfer_correct", "transfer_parsed"}
         assert fields <= set(record), fields - set(record)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["step"] == 3 and metrics["n_samples"] == 8

@@ -522,6 +522,11 @@ class EvaluationConfig(Section):
     """How the judge extracts an answer: strict format only (the training format: the default here),
     last box, a cascade of fallbacks, math-verify's own extraction (boxed or not), or auto (strict for
     GSM8K `#### N` references, math_verify otherwise); see docs/metrics.md."""
+    transfer_extract: Literal["none", "strict", "boxed", "cascade", "math_verify", "auto"] = "math_verify"
+    """A second, *transferred* judge from another verifier family than the training checkers' numeric
+    comparison (math_verify: math-verify's own extraction and equivalence, boxed or not); eval.json,
+    prompts.jsonl and the report show the main numbers under both judges and count the samples where
+    they disagree. none: the independent judge alone."""
     zero_shot_out: str | None = None
     """When set, also write the frozen zero-shot JSONL (prompt id -> correctness, thinking length)."""
     metrics: list[str] = []

@@ -111,11 +111,15 @@ class EvaluationRecord:
     verifier: VerifierRecord
     thinking_tokens: int | None
     thinking_words: int | None
+    transfer: Judgment | None = None
+    """The transferred judge's verdict (`evaluation.transfer_extract`; None when it is off)."""
 
     def to_json(self) -> dict[str, Any]:
+        transfer = self.transfer or Judgment(None, None, "")
         return {
             "prompt_id": self.prompt_id, "sample": self.sample, "prompt": self.prompt, "completion": self.completion,
             "reference": self.reference, "completion_tokens": self.completion_tokens,
             "correct": self.judgment.correct, "parsed": self.judgment.parsed, "reason": self.judgment.reason,
+            "transfer_correct": transfer.correct, "transfer_parsed": transfer.parsed,
             **self.verifier.to_json(), "thinking_tokens": self.thinking_tokens, "thinking_words": self.thinking_words,
         }

@@ -19,6 +19,7 @@ last `MAX_EXTRACT_CHARS_WIDE`; the worker's timeout bounds the rest.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -248,6 +249,8 @@ def _read_line(stream: IO[bytes], timeout_s: float) -> list | None:
 
 
 _WORKER = MathVerifyWorker()
+# Stop the worker with the interpreter, so that no process (and no ResourceWarning) outlives a run.
+atexit.register(_WORKER.close)
 
 
 def math_verify_equal(predicted: str, reference: str, timeout_s: float = 2.0) -> bool:

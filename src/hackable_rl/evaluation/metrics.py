@@ -170,6 +170,26 @@ def reward_metrics(
     }
 
 
+def transfer_metrics(records: list[Mapping[str, Any]]) -> dict[str, float | int | None]:
+    """The main correctness numbers under the transferred judge (`transfer_correct`), and the samples
+    where the two judges, both scoring, disagree. Empty when no record has a transferred verdict."""
+    both = [r for r in records if r.get("transfer_correct") is not None]
+    if not both:
+        return {}
+    counts: dict[Any, list[int]] = defaultdict(lambda: [0, 0])
+    for r in both:
+        counts[r["prompt_id"]][0] += 1
+        counts[r["prompt_id"]][1] += bool(r["transfer_correct"])
+    scored = [r for r in both if r.get("correct") is not None]
+    disagree = sum(bool(r["correct"]) != bool(r["transfer_correct"]) for r in scored)
+    return {
+        "transfer_pass_at_1": mean(c / n for n, c in counts.values()),
+        "transfer_n_judged": len(both),
+        "judges_disagree": disagree,
+        "judges_disagree_share": _share(disagree, len(scored)),
+    }
+
+
 def _length_summary(values: list[float], prefix: str) -> dict[str, float | None]:
     array = np.asarray(values, dtype=float)
     present = array.size > 0
@@ -238,6 +258,7 @@ def compute_metrics(
     metrics.update(answer_metrics(records, answer_key))
     metrics.update(reward_metrics(records, reward_range))
     metrics.update(length_metrics(records))
+    metrics.update(transfer_metrics(records))
     return metrics
 
 

@@ -32,7 +32,7 @@ PROMPTS_FILE = "prompts.jsonl"
 BOOTSTRAP_REPLICATES = 10_000
 CONFIDENCE = 0.95
 # The metrics a comparison can be made on, and the per-prompt value each one averages.
-METRICS = ("pass_at_1", "greedy_accuracy", "hacking_gap")
+METRICS = ("pass_at_1", "greedy_accuracy", "hacking_gap", "pass_at_1_transfer")
 
 
 @dataclass(frozen=True)
@@ -50,11 +50,17 @@ class PromptResult:
     """Mean normalised training-verifier reward over its samples (None: none was rewarded)."""
     hacking_gap: float | None
     """Mean of (normalised reward - judged correct) over samples with both (None: none has both)."""
+    transfer_n: int | None = None
+    """Samples the transferred judge could score (None: no transferred judge)."""
+    transfer_correct: int | None = None
+    """Of those, judged correct by the transferred judge."""
 
     def value(self, metric: str) -> float | None:
         """This prompt's contribution to `metric` (None: undefined here, so the prompt is left out)."""
         if metric == "pass_at_1":
             return self.correct / self.n if self.n else None
+        if metric == "pass_at_1_transfer":
+            return self.transfer_correct / self.transfer_n if self.transfer_n else None
         if metric == "greedy_accuracy":
             return None if self.greedy_correct is None else float(self.greedy_correct)
         if metric == "hacking_gap":
@@ -111,10 +117,12 @@ def prompt_results(
     results = []
     for prompt_id, samples in by_prompt.items():
         judged = [bool(s["correct"]) for s in samples if s.get("correct") is not None]
+        transferred = [bool(s["transfer_correct"]) for s in samples if s.get("transfer_correct") is not None]
         rewards = reward_metrics(samples, reward_range)  # the evaluation's own definitions, per prompt
         results.append(
             PromptResult(prompt_id, len(judged), sum(judged), greedy.get(prompt_id),
-                         rewards["observed_reward"], rewards["hacking_gap"])
+                         rewards["observed_reward"], rewards["hacking_gap"],
+                         len(transferred) if transferred else None, sum(transferred) if transferred else None)
         )
     return results
 
@@ -221,7 +229,7 @@ def write_comparisons(path: Path, comparisons: Mapping[str, Comparison]) -> Path
 
 # compare.json's entry for a pair is named `<a>_vs_<b>` (pass@1, the headline); the other metrics
 # follow as `<a>_vs_<b>_<suffix>`.
-_SUFFIXES = {"pass_at_1": "", "greedy_accuracy": "_greedy", "hacking_gap": "_gap"}
+_SUFFIXES = {"pass_at_1": "", "greedy_accuracy": "_greedy", "hacking_gap": "_gap", "pass_at_1_transfer": "_transfer"}
 
 
 def parse_policies(values: Sequence[str]) -> dict[str, list[Path]]:

@@ -175,10 +175,15 @@ def _decode_and_score(
             rel_tol=config.rewards.rel_tol, timeout_s=config.rewards.math_verify_timeout_s,
         )
         thinking_tokens, thinking_words = _thinking_lengths(completions[index], loaded.tokenizer, config)
+        transfer = None if config.evaluation.transfer_extract == "none" else judge_completion(
+            completions[index], row["reference"], extract=config.evaluation.transfer_extract,
+            rel_tol=config.rewards.rel_tol, timeout_s=config.rewards.math_verify_timeout_s,
+        )
         record = EvaluationRecord(
             prompt_id=row["id"], sample=index % n, prompt=row["prompt"], completion=completions[index],
             reference=row["reference"], completion_tokens=generated[index].n_tokens, judgment=judgment,
             verifier=verifier.records[index], thinking_tokens=thinking_tokens, thinking_words=thinking_words,
+            transfer=transfer,
         )
         records.append(record.to_json())
     return records

@@ -109,7 +109,8 @@ def build_single_report(inputs: SingleInputs, out_dir: Path, title: str, conditi
     return report
 
 
-_EVAL_ROWS = ("pass_at_1", "greedy_accuracy", "observed_reward", "hacking_gap", "false_positive_rate",
+_EVAL_ROWS = ("pass_at_1", "transfer_pass_at_1", "judges_disagree_share", "greedy_accuracy", "observed_reward",
+              "hacking_gap", "false_positive_rate",
               "false_negative_rate", "coverage", "answer_consistency", "thinking_tokens_mean")
 
 
@@ -139,6 +140,7 @@ def single_markdown(
         seeds = len(inputs.seed_dirs(policy))
         lines.append(f"- {labels[policy]}: sampled pass@1 {_interval(sampled[policy])}, "
                      f"greedy {_interval(greedy[policy])} ({seeds} seed{'s' if seeds != 1 else ''})")
+    lines += _transfer_lines(inputs, labels)
     lines += ["", "## Paired comparisons (`metrics/compare.json`)", "", *comparison_lines(inputs.compare), ""]
     if "flip" in labels["trained"]:
         lines += ["Under random flips the hacking gap restates accuracy (its expectation is p(1 - 2 acc) for "
@@ -163,6 +165,16 @@ def single_markdown(
               "once. Whiskers are 95% bootstrap CIs over prompts (and seeds); differences between policies "
               "are read from the paired comparisons above, not from overlapping whiskers.", ""]
     return "\n".join(lines)
+
+
+def _transfer_lines(inputs: SingleInputs, labels: dict[str, str]) -> list[str]:
+    """The headline under the transferred judge (a second verifier family), when there was one."""
+    transfer = policy_intervals(inputs, "pass_at_1_transfer")
+    if not any(transfer.values()):
+        return []
+    lines = ["", "Under the transferred judge (`evaluation.transfer_extract`: another verifier family than the "
+             "training checkers; `judges_disagree_share` below counts the samples where the two judges differ):", ""]
+    return lines + [f"- {labels[policy]}: sampled pass@1 {_interval(transfer[policy])}" for policy in POLICIES]
 
 
 def _interval(value: Comparison | None) -> str:
