@@ -1,10 +1,11 @@
 """GRPO training on the tiny model (CPU, seconds): records, MLflow, registry, robust vs baseline,
-resume after kill -9, and an unreachable tracking store."""
+resume after kill -9, an unreachable tracking store, and what the console shows."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,32 @@ def test_resume_after_kill_has_no_duplicate_or_missing_steps(project):
     client = MlflowClient(tracking_uri(str(project / "cache")))
     history = client.get_metric_history(info["mlflow_run_id"], "judge/correctness")
     assert sorted(point.step for point in history) == [1, 2, 3, 4]
+
+
+PROGRESS_LINE = re.compile(
+    r"step (\d+)/12  judge (\d\.\d\d|-)  reward (\d\.\d\d|-)  gap (-?\d\.\d\d|-)  loss -?\d+\.\d{4}  "
+    r"\d+\.\d s/step  eta \d+[smh]"
+)
+
+
+def test_the_console_shows_one_line_per_interval_and_no_warnings_or_trl_dicts(project):
+    """What a user sees from `hackable-rl train` (a pipe, as under DVC): the progress lines, a few
+    set-up and checkpoint lines; no Python warning, no TRL log dict, no progress-bar frames."""
+    command = _train_command("--set", "trainer.max_steps=12", "--set", "trainer.progress_steps=4",
+                             "--set", "trainer.save_steps=6")
+    result = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = (result.stdout + result.stderr).splitlines()
+    progress = [match for line in lines if (match := PROGRESS_LINE.search(line))]
+    assert [int(match.group(1)) for match in progress] == [4, 8, 12]
+    assert len(lines) <= len(progress) + 10, "\n".join(lines)  # set-up, header, checkpoints, summary
+    console = "\n".join(lines)
+    assert not re.search(r"\w+Warning\b", console), console
+    assert "'loss'" not in console and "{'" not in console, console  # TRL's per-step dict
+    assert "it/s" not in console and "\r" not in console, console  # tqdm frames
+    assert "loss 0 by construction" in console  # said once, in the header
+    run_dir = project / "cache" / "artifacts" / "runs" / "baseline-flip-r0.2-s0"
+    assert [row["step"] for row in read_jsonl(run_dir / "metrics.jsonl")] == list(range(1, 13))  # every step
 
 
 def test_unreachable_tracking_loses_nothing_and_syncs_later(project, monkeypatch):

@@ -73,11 +73,13 @@ def _check_range(option: str, value: float, low: float, high: float) -> None:
 
 
 def _model_config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
-    """`_config` for the commands that run a model: torch's threads and determinism set first."""
-    from hackable_rl.runtime import use_torch_settings
+    """`_config` for the commands that run a model: torch's threads and determinism set first, and
+    no library progress bars for loading and saving weights."""
+    from hackable_rl.runtime import quiet_library_progress_bars, use_torch_settings
 
     resolved = _config(config, overrides)
     use_torch_settings(resolved)
+    quiet_library_progress_bars()
     return resolved
 
 

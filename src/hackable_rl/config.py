@@ -349,6 +349,9 @@ class TrainerConfig(Section):
     """Steps between resumable checkpoints."""
     permanent_steps: list[PositiveInt] = []
     """Steps whose checkpoints are kept forever and registered (the final step always is)."""
+    progress_steps: PositiveInt | None = None
+    """Steps between console progress lines (every step is still logged to metrics.jsonl and MLflow);
+    null: `progress_interval`, about 20 lines per run."""
     world_size: PositiveInt = 1
     """Data-parallel processes (set by the launcher for multi-GPU; enters the effective batch)."""
     missing_reward_value: float = 0.0
@@ -362,6 +365,11 @@ class TrainerConfig(Section):
     @property
     def prompts_per_step(self) -> int:
         return self.effective_batch_size // self.num_generations
+
+    @property
+    def progress_interval(self) -> int:
+        """Steps between console progress lines: `progress_steps`, or max_steps / 20 rounded up."""
+        return self.progress_steps or -(-self.max_steps // 20)
 
     @model_validator(mode="after")
     def _batch_holds_whole_groups(self) -> TrainerConfig:

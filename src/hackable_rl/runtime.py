@@ -4,7 +4,7 @@ On a 2-core machine two torch processes with two threads each run far slower tha
 other (oversubscription), and a thread count that follows the machine changes float reduction
 orders between machines. So every stage that runs a model sets the count from `torch_threads`,
 and asks torch for deterministic algorithms where it has them (warn-only: an op without a
-deterministic kernel still runs, and says so once).
+deterministic kernel still runs, and says so once). Library progress bars are chosen here too.
 """
 
 from __future__ import annotations
@@ -24,3 +24,15 @@ def use_torch_settings(config: ExperimentConfig) -> None:
         torch.set_num_threads(config.torch_threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     log.debug("torch: %d threads, deterministic algorithms", torch.get_num_threads())
+
+
+def quiet_library_progress_bars() -> None:
+    """transformers' own tqdm bars off for this process: "Loading weights" and "Writing model shards"
+    take well under a second on these models, yet each leaves a line (every checkpoint, under DVC as
+    carriage-return frames). Loading is logged anyway. Hugging Face Hub download bars stay on: a
+    download from the Hub is rare and can take minutes."""
+    from huggingface_hub.utils import enable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # turns the Hub's bars off as well...
+    enable_progress_bars()  # ...so turn those back on

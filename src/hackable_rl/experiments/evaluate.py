@@ -161,7 +161,8 @@ def _decode_and_score(
     repeated = [row for row in loaded.rows for _ in range(n)]  # [P x n], each prompt's samples adjacent
     prompts = [format_prompt(loaded.tokenizer, row["prompt"], loaded.instruct) for row in repeated]
     generated = generate_completions(
-        loaded.model, loaded.tokenizer, prompts, settings, config.evaluation.batch_size, config.seed
+        loaded.model, loaded.tokenizer, prompts, settings, config.evaluation.batch_size, config.seed,
+        label=f"eval {'sampled' if settings.do_sample else 'greedy'}",
     )
     completions = [g.text for g in generated]
     verifier = loaded.verifier.score(

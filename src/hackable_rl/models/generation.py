@@ -7,17 +7,16 @@ the same prompts, batch size and seed give the same completions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hackable_rl.config import ExperimentConfig
+from hackable_rl.progress import progress_bar
 
-__all__ = ["GenerationSettings", "GeneratedText", "generate_completions", "progress_bar"]
+__all__ = ["GenerationSettings", "GeneratedText", "generate_completions"]
 
 
 @dataclass(frozen=True)
@@ -90,18 +89,6 @@ class GeneratedText:
     """Stopped at eos or a stop string, rather than at the max_new_tokens budget."""
 
 
-@contextmanager
-def progress_bar(total: int, description: str, enabled: bool = True) -> Iterator[Callable[..., None]]:
-    """A rich progress bar; yields `advance(n=1)`. Disabled, it yields a no-op."""
-    if not enabled:
-        yield lambda n=1: None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda n=1: progress.advance(task, n)
-
-
 def generate_completions(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -109,8 +96,10 @@ def generate_completions(
     settings: GenerationSettings,
     batch_size: int,
     seed: int,
+    label: str = "generating",
 ) -> list[GeneratedText]:
-    """Completions for `prompts` (already formatted: `format_prompt`), in prompt order."""
+    """Completions for `prompts` (already formatted: `format_prompt`), in prompt order; `label` names
+    the loop in its progress bar (or, not on a terminal, its periodic log lines)."""
     if not prompts:
         return []
     batches = [prompts[start : start + batch_size] for start in range(0, len(prompts), batch_size)]
@@ -118,7 +107,7 @@ def generate_completions(
     was_training = model.training
     model.eval()
     try:
-        with progress_bar(len(prompts), "generating", enabled=len(batches) > 1) as advance:
+        with progress_bar(len(prompts), label, "completions", enabled=len(batches) > 1) as advance:
             for index, batch in enumerate(batches):
                 torch.manual_seed(seed + index)
                 results.extend(_generate_batch(model, tokenizer, batch, settings))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.jsonl import append_jsonl, read_jsonl
-from hackable_rl.tracking.store import artifact_root, is_reachable, tracking_uri
+from hackable_rl.tracking.store import artifact_root, is_reachable, quiet_local_transfers, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -238,6 +238,7 @@ def make_client(cache_dir: str | Path) -> tuple[Any | None, str]:
     # A dead server must not stall training for minutes of retries.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    quiet_local_transfers(uri)
     if not is_reachable(uri):
         log.warning("MLflow store %s is unreachable: logging locally only (sync later with `hackable-rl sync`).", uri)
         return None, uri

@@ -49,6 +49,7 @@ class RunCallback(TrainerCallback):
         self._pending_tables: list[int] = []
         self._pending_permanent: list[tuple[int, Path]] = []
         self.summary: dict[str, Any] = {}
+        self.last_row: dict[str, Any] = {}  # the metrics row of the step logged last (console progress reads it)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         step = state.global_step
@@ -70,7 +71,7 @@ class RunCallback(TrainerCallback):
             self.summary = {f"train/{key}": value for key, value in logs.items()}
             return
         trl = {f"trl/{key}": value for key, value in logs.items() if isinstance(value, int | float)}
-        row = {**self._step_metrics, **trl}
+        row = self.last_row = {**self._step_metrics, **trl}
         self.run.recorder.append_metrics(state.global_step, row)
         self._pending_metrics.append((state.global_step, row))
 

@@ -96,7 +96,8 @@ def measure_capability(config: ExperimentConfig, model: Any, tokenizer: Any) -> 
     prompts = [format_prompt(tokenizer, row["prompt"], instruct) for row in rows for _ in range(gate.k)]
     model.to(_measuring_device(model))
     outputs = generate_completions(
-        model, tokenizer, prompts, GenerationSettings.for_training(config), config.evaluation.batch_size, config.seed
+        model, tokenizer, prompts, GenerationSettings.for_training(config), config.evaluation.batch_size, config.seed,
+        label="capability gate",
     )
     counts = []  # (n, correct) per prompt
     for index, row in enumerate(rows):

@@ -9,6 +9,7 @@ step trains on:
 
 - `tracking.*`, `storage.*`, `evaluation.*`, `report.*`: read by other stages or by bookkeeping only;
 - `trainer.save_steps`, `trainer.permanent_steps`: which checkpoints are written and kept;
+- `trainer.progress_steps`: how often the console prints a progress line;
 - `torch_threads`: how many CPU threads compute the same steps;
 - `trainer.max_steps`, when the learning rate does not depend on it (scheduler `constant` and
   `warmup_ratio` 0); with a decaying schedule or warm-up a new horizon changes the rate of every
@@ -33,7 +34,9 @@ from hackable_rl.config import ExperimentConfig, flatten_config
 from hackable_rl.errors import UserError
 
 MAY_CHANGE_SECTIONS = ("tracking.", "storage.", "evaluation.", "report.")
-MAY_CHANGE_KEYS = frozenset({"trainer.save_steps", "trainer.permanent_steps", "torch_threads"})
+MAY_CHANGE_KEYS = frozenset(
+    {"trainer.save_steps", "trainer.permanent_steps", "trainer.progress_steps", "torch_threads"}
+)
 _ABSENT = "<absent>"
 
 

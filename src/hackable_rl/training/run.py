@@ -27,6 +27,7 @@ from hackable_rl.tracking.tracker import merge_versions, registered_versions
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
 from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps, resume_dir
+from hackable_rl.training.console import quiet_trainer, silence_known_warnings, training_progress
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.records import GenerationRecorder
@@ -213,21 +214,25 @@ def _run_context(run: _Run) -> RunContext:
 
 def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
     """TRL's GRPOTrainer on the run's policy and prompts, rewarded by the objective, with the
-    project's callback first (on resume it first queues what MLflow never received)."""
+    project's callback first (on resume it first queues what MLflow never received), then the
+    console progress lines in place of the Trainer's own printing."""
     from trl import GRPOTrainer
 
     callback = RunCallback(context)
     if run.start.step is not None:
         callback.catch_up(_event_log(run.run_dir), run.start.step)
-    return GRPOTrainer(
+    silence_known_warnings()
+    trainer = GRPOTrainer(
         model=run.model,
         reward_funcs=[_objective_reward(run)],
         args=build_grpo_args(run.config, resume_dir(run.run_dir)),
         train_dataset=run.dataset,
         processing_class=run.tokenizer,
         peft_config=build_peft_config(run.config),
-        callbacks=[callback, *extra_callbacks],
+        callbacks=[callback, training_progress(run.config, lambda: callback.last_row), *extra_callbacks],
     )
+    quiet_trainer(trainer)
+    return trainer
 
 
 def _objective_reward(run: _Run) -> ObjectiveReward:

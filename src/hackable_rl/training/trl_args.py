@@ -42,7 +42,8 @@ def build_grpo_args(config: ExperimentConfig, output_dir: Path) -> Any:
         top_k=generation.top_k,
         use_vllm=generation.use_vllm,
         vllm_mode=generation.vllm_mode,
-        # Metrics go through our own callback (MLflow, with resume-exact steps), not TRL's reporters.
+        # Metrics go through our own callback (MLflow, with resume-exact steps), not TRL's reporters;
+        # every step is logged to it, the console gets a line every trainer.progress_interval steps.
         report_to="none",
         logging_steps=1,
         save_strategy="steps",
@@ -55,7 +56,7 @@ def build_grpo_args(config: ExperimentConfig, output_dir: Path) -> Any:
         gradient_checkpointing=False,
         remove_unused_columns=False,
         dataloader_num_workers=0,
-        disable_tqdm=False,
+        disable_tqdm=True,  # no bar: `training.console` prints the progress lines
     )
 
 

@@ -40,7 +40,9 @@ def greedy_accuracy(
     rows = list(iter_jsonl(eval_path))[: config.warmstart.eval_size]
     prompts = [format_prompt(tokenizer, prompt_of(eval_path, number, row), instruct) for number, row in rows]
     settings = GenerationSettings.greedy(config.generation.max_new_tokens, config.generation.stop)
-    outputs = generate_completions(model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed)
+    outputs = generate_completions(
+        model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed, label="warm start accuracy"
+    )
     correct = [_judged_correct(output.text, row, config) for (_, row), output in zip(rows, outputs, strict=True)]
     return _accuracy_summary(_tally(rows, correct), correct.count(None), outputs)
 

@@ -15,7 +15,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.errors import UserError
-from hackable_rl.models.generation import progress_bar
+from hackable_rl.progress import progress_bar
 from hackable_rl.warmstart.data import SftExample
 
 __all__ = ["IGNORE_INDEX", "EncodedExample", "encode_examples", "collate", "warmup_cosine", "batch_order", "sft_steps"]
@@ -105,7 +105,8 @@ def sft_steps(
     batches = batch_order(len(encoded), section.batch_size, section.steps, config.seed)
     losses = []
     model.train()
-    with progress_bar(section.steps, "warm start") as advance:
+    # Not on a terminal the caller's step logger writes the lines (with the loss), so no second series.
+    with progress_bar(section.steps, "warm start", "steps", lines_when_piped=False) as advance:
         for step, indices in enumerate(batches):
             batch = collate([encoded[index] for index in indices], pad_id)
             batch = {key: tensor.to(model.device) for key, tensor in batch.items()}
