@@ -16,9 +16,8 @@ import typer
 import yaml
 
 from hackable_rl import __version__
-from hackable_rl.cli_errors import UserErrorCommands, fail, run_user_action, show_tracebacks
+from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, run_user_action, show_tracebacks
 from hackable_rl.config import ExperimentConfig, describe_fields, load_config
-from hackable_rl.errors import UserError
 from hackable_rl.extensions import check_builds
 from hackable_rl.storage import check_output_path
 
@@ -65,11 +64,6 @@ def main(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-
-
-def _check_range(option: str, value: float, low: float, high: float) -> None:
-    if not low <= value <= high:  # NaN fails both comparisons
-        raise UserError(f"{option}: {value:g} is not in [{low:g}, {high:g}]")
 
 
 def _model_config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
@@ -146,8 +140,8 @@ def judge(
     from hackable_rl.summaries import judge_table
 
     # The ranges of rewards.rel_tol and rewards.math_verify_timeout_s, the same settings in a config.
-    _check_range("--rel-tol", rel_tol, 0.0, 1.0)
-    _check_range("--timeout-s", timeout_s, 0.01, 600.0)
+    check_range("--rel-tol", rel_tol, 0.0, 1.0)
+    check_range("--timeout-s", timeout_s, 0.01, 600.0)
     check_output_path(output, "--output")
     summary = run_user_action(
         lambda: judge_file(
@@ -317,7 +311,7 @@ def seeds_command(
     from hackable_rl.experiments.seeds import outcome_line, parse_seeds, run_side_by_side, seed_runs
 
     values = run_user_action(lambda: parse_seeds(seeds))
-    _check_range("--parallel", parallel, 1, 64)
+    check_range("--parallel", parallel, 1, 64)
     runs = run_user_action(lambda: seed_runs(list(ctx.args), values, parallel, log_dir))
     codes = run_side_by_side(runs, parallel)
     for run in runs:

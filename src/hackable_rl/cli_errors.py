@@ -66,3 +66,9 @@ class UserErrorCommands(TyperGroup):
 
     def invoke(self, ctx: typer.Context) -> Any:
         return run_user_action(lambda: super(UserErrorCommands, self).invoke(ctx))
+
+
+def check_range(option: str, value: float, low: float, high: float) -> None:
+    """A numeric option outside [low, high] is the user's mistake: one line naming the option."""
+    if not low <= value <= high:  # NaN fails both comparisons
+        raise UserError(f"{option}: {value:g} is not in [{low:g}, {high:g}]")
