@@ -12,6 +12,7 @@ import yaml
 
 from hackable_rl.config import load_config
 from hackable_rl.report.headline import HEADLINE_KEYS
+from hackable_rl.storage import project_root
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT_DVC = yaml.safe_load((REPO / "dvc.yaml").read_text())
@@ -23,12 +24,10 @@ def _declared(stage: dict, kind: str) -> list[str]:
     return [next(iter(item)) if isinstance(item, dict) else item for item in stage.get(kind) or []]
 
 
-def test_the_root_declares_one_metric_the_headline_and_no_automatic_plots():
-    """Every key of every declared metric becomes a `dvc exp show` column; every stage-level plot an
-    automatic chart of its last column."""
+def test_the_root_declares_one_metric_the_headline():
+    """Every key of every declared metric becomes a `dvc exp show` column and a `dvc metrics show` cell."""
     metrics = {name: _declared(stage, "metrics") for name, stage in ROOT_DVC["stages"].items()}
     assert {name: files for name, files in metrics.items() if files} == {"report": ["metrics/headline.json"]}
-    assert not [name for name, stage in ROOT_DVC["stages"].items() if stage.get("plots")]
     assert "metrics" not in ROOT_DVC and "params" not in ROOT_DVC  # no top-level files pulled into the table
 
 
@@ -59,12 +58,19 @@ def test_readme_exp_show_keeps_every_headline_column():
     assert all(pattern.match(key) for key in ("Experiment", "Created", *HEADLINE_KEYS))
     params = load_config(REPO / "params.yaml").model_dump()
     assert not [key for key in params if pattern.match(key)]
+    assert f"HEADLINE_COLUMNS := {keep.group(1)}\n" in (REPO / "Makefile").read_text()  # `make results`
 
 
-def test_plots_have_titles_axis_labels_and_the_series_template():
-    for plot in ROOT_DVC["plots"]:
+@pytest.mark.parametrize("folder", [REPO, *STUDIES], ids=lambda path: path.name)
+def test_plots_have_titles_axis_labels_and_the_series_template(folder):
+    """No stage declares `plots:` (DVC would chart a CSV's last column on its own, flat ones included);
+    each top-level plot is drawn through the one template, found from the project's folder."""
+    pipeline = yaml.safe_load((folder / "dvc.yaml").read_text())
+    assert not [name for name, stage in pipeline["stages"].items() if stage.get("plots")]
+    for plot in pipeline.get("plots", []):
         (name, spec), = plot.items()
-        assert spec["template"] == "smoothed_series", name
+        template = folder / ".dvc" / "plots" / f"{spec['template']}.json"
+        assert (template if template.exists() else (folder / spec["template"])).resolve() == TEMPLATE, name
         assert spec["title"] and spec["x_label"] and spec["y_label"], name
         assert spec["x"] == "step" and spec["y"], name
 
@@ -92,3 +98,12 @@ def test_every_study_is_its_own_dvc_project_on_the_shared_cache(study):
     cache = re.search(r"^\s*dir\s*=\s*(\S+)", config, re.MULTILINE)
     assert cache and (study / ".dvc" / cache.group(1)).resolve() == (REPO / ".dvc" / "cache").resolve()
     assert "/tmp" in (study / ".dvc" / ".gitignore").read_text().splitlines()
+
+
+def test_a_study_temp_workspace_maps_back_to_the_study_folder(tmp_path):
+    """`dvc exp run --temp` in a study copies the repository under the study's own `.dvc/tmp/exps`:
+    the MLflow store is then the study's, as for `dvc repro` in its folder."""
+    study = tmp_path / "repo" / "pipelines" / "smollm2_gsm8k"
+    temp = study / ".dvc" / "tmp" / "exps" / "standalone" / "tmpab12" / "pipelines" / "smollm2_gsm8k"
+    temp.mkdir(parents=True)
+    assert project_root(temp) == project_root(study) == study
