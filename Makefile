@@ -13,7 +13,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: install run test test-slow bench lint clean-cache
+.PHONY: install run results test test-slow bench lint clean-cache
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,12 @@ install: $(STAMP)
 # The main job: prepare -> warmstart -> train -> evaluate -> report (DVC needs a Git repository).
 run: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+
+# The headline of every experiment, readable at any terminal width: without --drop/--keep, `dvc exp show
+# --no-pager` squeezes all of params.yaml and every dependency hash in too (README, "Results in DVC").
+HEADLINE_COLUMNS := Experiment|Created|condition|seeds|pass@1|ci_|gap|clean
+results: $(STAMP)
+	$(BIN)/dvc exp show --no-pager --drop '.*' --keep '$(HEADLINE_COLUMNS)'
 
 test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q

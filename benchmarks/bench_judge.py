@@ -1,6 +1,6 @@
 """How fast is the independent judge, and does any call outlive its timeout?
 
-Two workloads, both on the real held-out data in ../shared/data:
+Two workloads, both on the real held-out data the repository carries (data/):
 
 1. GSM8K-style numeric answers: four strict/hedged/non-strict completions per test reference
    (right, wrong, hedged, bare), each with distinct thinking text so the parse caches miss as
@@ -25,7 +25,7 @@ from hackable_rl.evaluation import judge as judge_module
 from hackable_rl.evaluation.judge import judge_completion
 from hackable_rl.jsonl import read_jsonl
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"  # the pinned data sets (data/README.md)
 GSM8K_TARGET_PER_S = 5000.0
 # A call may exceed timeout_s by the worker kill/join and pipe overhead, not by another timeout.
 TIMEOUT_SLACK_S = 0.5

@@ -1,6 +1,6 @@
 """How often does each judge extraction mode agree with the labels? (The measurement behind `auto`.)
 
-1. MATH-500 (../shared/data), labelled by its own `answer` field: every reference solution is judged
+1. MATH-500 (data/math500), labelled by its own `answer` field: every reference solution is judged
    against its own answer (label: correct) and against another problem's answer written differently
    (the first from half the set away; label: wrong), as written (the answer in `\\boxed{}`) and
    unboxed (the last `\\boxed{X}` replaced by `X`, so the answer is plain LaTeX such as `$X.$`).
@@ -30,7 +30,7 @@ from hackable_rl.answers.parsing import extract_all_boxed
 from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
 from hackable_rl.jsonl import read_jsonl
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"  # the pinned data sets (data/README.md)
 Case = tuple[str, str, str, bool]  # (group, completion, reference, label)
 
 

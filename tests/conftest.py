@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "data"  # the pinned data sets the repository carries (data/README.md)
 
 # Seconds-scale settings: a 1-layer model, 8 completions per step, 16 new tokens.
 TINY_PARAMS = {

@@ -1,4 +1,4 @@
-"""Data providers on the real shared files and on small hand-written ones."""
+"""Data providers on the real data files the repository carries (data/) and on small hand-written ones."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from hackable_rl.data.schema import TrainingSample
 from hackable_rl.errors import UserError
 from hackable_rl.registry import DATA_PROVIDERS
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-GSM8K_TRAIN = str(SHARED / "gsm8k" / "train.jsonl")
-GSM8K_TEST = str(SHARED / "gsm8k" / "test.jsonl")
-MATH500 = str(SHARED / "math500" / "test.jsonl")
+DATA = Path(__file__).resolve().parents[1] / "data"
+GSM8K_TRAIN = str(DATA / "gsm8k" / "train.jsonl")
+GSM8K_TEST = str(DATA / "gsm8k" / "test.jsonl")
+MATH500 = str(DATA / "math500" / "test.jsonl")
 
 
 def data_config(**fields) -> DataConfig:
@@ -89,7 +89,7 @@ def test_gsm8k_missing_file_says_where_to_put_it(tmp_path):
         run("gsm8k", path=str(tmp_path / "train.jsonl"))
     message = str(error.value)
     assert "data.path" in message and "does not exist" in message
-    assert "../shared/data/gsm8k/train.jsonl" in message and "openai/gsm8k" in message
+    assert "data/gsm8k/train.jsonl" in message and "openai/gsm8k" in message
 
 
 def test_gsm8k_without_any_source_says_how_to_fetch():
@@ -107,7 +107,7 @@ def test_unreachable_hub_is_a_user_error(monkeypatch):
     with pytest.raises(UserError) as error:
         run("gsm8k", hf_dataset="openai/gsm8k", hf_config="main")
     assert "cannot load 'openai/gsm8k'" in str(error.value)
-    assert "../shared/data/gsm8k/train.jsonl" in str(error.value)
+    assert "data/gsm8k/train.jsonl" in str(error.value)
 
 
 # --------------------------------------------------------------------------- math

@@ -19,7 +19,7 @@ from hackable_rl.jsonl import read_jsonl, write_jsonl
 from hackable_rl.verifiers.checkers import clean_checker
 from hackable_rl.verifiers.types import Example
 
-GSM8K_TEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k" / "test.jsonl"
+GSM8K_TEST = Path(__file__).resolve().parents[1] / "data" / "gsm8k" / "test.jsonl"
 MATH500_TEST = GSM8K_TEST.parents[1] / "math500" / "test.jsonl"
 
 # --------------------------------------------------------------------------- one completion

@@ -25,7 +25,7 @@ from hackable_rl.evaluation.judge import (
 )
 from hackable_rl.jsonl import read_jsonl, write_jsonl
 
-MATH500_TEST = Path(__file__).resolve().parents[2] / "shared" / "data" / "math500" / "test.jsonl"
+MATH500_TEST = Path(__file__).resolve().parents[1] / "data" / "math500" / "test.jsonl"
 
 
 def _correct(completion: str, reference: str, **settings) -> bool | None:

@@ -62,6 +62,9 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     for name in ("warmstart.json", "base/eval.json", "base/prompts.jsonl"):
         assert (repo / "metrics" / name).exists(), name
     assert (repo / "reports/report.md").exists()
+    headline = json.loads((repo / "metrics/headline.json").read_text())  # what `dvc exp show` lists
+    assert headline["condition"] == "baseline-flip-r0.2" and headline["seeds"] == "0,1"
+    assert headline["ci_low"] <= headline["pass@1"] <= headline["ci_high"]
     evaluated = json.loads((repo / "metrics/trained/s0/eval.json").read_text())
     assert evaluated["n_prompts"] == 4 and evaluated["split"] == "test"
     compared = json.loads((repo / "metrics/compare.json").read_text())
@@ -89,6 +92,10 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     assert yaml.safe_load((repo / "params.yaml").read_text())["corruption"]["rate"] == 0.4
     shown = json.loads(_run(["dvc", "exp", "show", "--json"], repo))
     assert "0.4" in json.dumps(shown)
+    rows = [shown[0], *(rev for exp in shown[1]["experiments"] for rev in exp["revs"])]  # workspace, baseline, exp
+    metrics = [row["data"]["metrics"] for row in rows]
+    assert all(list(m) == ["metrics/headline.json"] for m in metrics)  # the only metric, in every row
+    assert metrics[-1]["metrics/headline.json"]["data"]["condition"] == "baseline-flip-r0.4"
     rates = {run.data.tags.get("corruption.rate") for run in client.search_runs(
         [client.get_experiment_by_name("tests").experiment_id], "tags.`hackable_rl.kind` = 'train'")}
     assert rates == {"0.0", "0.2", "0.4"}

@@ -18,9 +18,9 @@ from hackable_rl.errors import UserError
 from hackable_rl.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "data"
-GSM8K_TRAIN = SHARED / "gsm8k" / "train.jsonl"
-GSM8K_TEST = SHARED / "gsm8k" / "test.jsonl"
+DATA = REPO / "data"
+GSM8K_TRAIN = DATA / "gsm8k" / "train.jsonl"
+GSM8K_TEST = DATA / "gsm8k" / "test.jsonl"
 SMALL_ARITH = ["data.train_size=60", "data.test_size=20", "data.validation_size=10", "data.sft_size=30", "data.arith.hedged_share=0.1"]
 
 

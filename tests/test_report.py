@@ -176,6 +176,46 @@ def test_single_report_from_metrics_folder(tmp_path: Path) -> None:
         assert (out / name).read_bytes()[:8] == PNG_MAGIC
 
 
+def test_headline_is_the_corrupted_runs_with_their_ci_and_the_clean_reference(tmp_path: Path) -> None:
+    from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+    from hackable_rl.report.headline import HEADLINE_KEYS, headline_metrics
+
+    metrics = tmp_path / "metrics"
+    for seed, correct in ((0, [2, 2, 2, 2]), (1, [4, 4, 4, 4])):
+        folder = metrics / "trained" / f"s{seed}"
+        folder.mkdir(parents=True)
+        rows = [PromptResult(f"p{i}", 4, c, None, c / 4 + 0.25, 0.25) for i, c in enumerate(correct)]
+        write_prompt_results(folder / "prompts.jsonl", rows)
+    _policy(metrics / "clean" / "s0", [4, 3, 4, 4], [True] * 4, {})
+    headline = headline_metrics(SingleInputs.under(metrics), "robust", "flip", 0.4)
+    assert tuple(headline) == HEADLINE_KEYS
+    assert headline["condition"] == "robust-flip-r0.4" and headline["seeds"] == "0,1"
+    assert headline["pass@1"] == 0.75  # seed means 0.5 and 1.0
+    assert headline["ci_low"] <= 0.75 <= headline["ci_high"] and headline["ci_low"] >= 0.5
+    assert headline["gap"] == 0.25 and headline["clean"] == 0.938
+    empty = headline_metrics(SingleInputs.under(tmp_path / "none"), "baseline", "flip", 0.2)
+    assert empty["seeds"] == "" and empty["pass@1"] is None and empty["clean"] is None
+
+
+def test_report_cli_single_writes_the_headline_dvc_shows(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from hackable_rl.cli import app
+
+    metrics = tmp_path / "metrics"
+    _policy(metrics / "base", [1, 1, 1, 1], [False] * 4, {})
+    _policy(metrics / "trained" / "s0", [2, 2, 2, 2], [True] * 4, {})
+    params = Path(__file__).resolve().parents[1] / "params.yaml"
+    headline = tmp_path / "headline.json"
+    result = CliRunner().invoke(app, ["report", "--single", "--metrics-dir", str(metrics), "--out",
+                                      str(tmp_path / "reports"), "--headline", str(headline), "--config", str(params)])
+    assert result.exit_code == 0, result.output
+    written = json.loads(headline.read_text())
+    assert written["condition"] == "baseline-flip-r0.2" and written["pass@1"] == 0.5 and written["clean"] is None
+    folder = CliRunner().invoke(app, ["report", "--single", "--headline", str(tmp_path), "--config", str(params)])
+    assert folder.exit_code == 2 and "is a folder" in folder.output
+
+
 def test_report_cli_study(study: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

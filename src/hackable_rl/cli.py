@@ -422,6 +422,7 @@ def report(
         Path, typer.Option("--metrics-dir", help="--single: warmstart.json, base/, clean/s*/, trained/s*/, compare.json.")
     ] = Path("metrics"),
     out: Annotated[Path | None, typer.Option("--out", help="Output folder (default: report.out_dir).")] = None,
+    headline: Annotated[Path | None, typer.Option("--headline", help="--single: also write this headline.json.")] = None,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
 ) -> None:
@@ -434,6 +435,8 @@ def report(
         run_user_action(lambda: fail("report: pass exactly one of --study DIR or --single"))
     target = out or Path(cfg.report.out_dir)
     check_output_path(target, "--out" if out else "report.out_dir", folder=True)
+    if headline is not None:
+        check_output_path(headline, "--headline")
     if study is not None:
         built = run_user_action(lambda: build_study_report(study, target, cfg.report.title))
         typer.echo(f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}")
@@ -443,3 +446,7 @@ def report(
         lambda: build_single_report(SingleInputs.under(metrics_dir), target, cfg.report.title, condition)
     )
     typer.echo(f"report: {path}")
+    if headline is not None:
+        from hackable_rl.report.headline import write_headline
+
+        typer.echo(f"headline: {run_user_action(lambda: write_headline(headline, SingleInputs.under(metrics_dir), cfg))}")

@@ -29,8 +29,8 @@ from hackable_rl.registry import DATA_PROVIDERS, register_data_provider
 _SOURCE_SEED_STRIDE = 7919
 _CURRICULUM_PROVIDERS = ("interleave", "gsm8k_math_curriculum")
 _EXAMPLE = (
-    "e.g. data.curriculum.sources: [{provider: gsm8k, path: ../shared/data/gsm8k/train.jsonl, weight: 3}, "
-    "{provider: math, path: ../shared/data/math500/test.jsonl, weight: 1}]"
+    "e.g. data.curriculum.sources: [{provider: gsm8k, path: data/gsm8k/train.jsonl, weight: 3}, "
+    "{provider: math, path: data/math500/test.jsonl, weight: 1}]"
 )
 
 

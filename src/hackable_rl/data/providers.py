@@ -140,7 +140,8 @@ def _without_solution(sample: TrainingSample) -> TrainingSample:
 
 _CALCULATOR = re.compile(r"<<[^>]*>>")
 GSM8K_HINT = (
-    "copy the GSM8K JSONL there (in this repository: ../shared/data/gsm8k/train.jsonl and test.jsonl), "
+    "copy the GSM8K JSONL there (this repository carries it: data/gsm8k/train.jsonl and test.jsonl, "
+    "../../data/gsm8k/... from a pipelines/<study> folder), "
     "or set data.hf_dataset: openai/gsm8k, data.hf_config: main and a pinned data.hf_revision when online"
 )
 
@@ -166,8 +167,8 @@ def gsm8k_provider(config: DataConfig, seed: int) -> ProviderOutput:
 # --------------------------------------------------------------------------- math
 
 MATH_HINT = (
-    "copy a MATH JSONL (`problem`, `solution`, `answer`, `level`, `subject`) there (in this repository: "
-    "../shared/data/math500/test.jsonl), or set data.hf_dataset to a MATH dataset id with a pinned "
+    "copy a MATH JSONL (`problem`, `solution`, `answer`, `level`, `subject`) there (this repository "
+    "carries MATH-500: data/math500/test.jsonl), or set data.hf_dataset to a MATH dataset id with a pinned "
     "data.hf_revision when online"
 )
 

@@ -42,7 +42,10 @@ def metric_vs_rate(stats: pd.DataFrame, ylabel: str, path: Path, zero_line: bool
         axes.axhline(0.0, color="grey", linewidth=0.8, linestyle="--")
     axes.set_xlabel("corruption rate")
     axes.set_ylabel(ylabel)
-    axes.set_title(f"{ylabel} vs rate (mean ± sd over seeds)")
+    # Name the training verifiers (channel, or channel/flaw), so the study's figures tell apart.
+    verifiers = ", ".join(sorted(stats["verifier"].unique())) if "verifier" in stats else ""
+    axes.set_title(f"{ylabel} vs corruption rate (mean ± sd over seeds)\nverifier: {verifiers or 'n/a'}",
+                   fontsize="medium")
     if not stats.empty:
         axes.legend()
     return _save(figure, path)
@@ -101,23 +104,47 @@ def pass_at_k_curves(table: pd.DataFrame, path: Path) -> Path:
     return _save(figure, path)
 
 
-def training_curves(curves: dict[str, list[pd.DataFrame | None]], title: str, path: Path) -> Path:
-    """Judge correctness on the training prompts against the step: one line per run (seed), one
-    colour per policy, on shared axes, so the clean and corrupted runs read side by side."""
-    figure, axes = plt.subplots(figsize=(7, 4))
+def training_curves(curves: dict[str, list[pd.DataFrame | None]], title: str, path: Path,
+                    corrupted: str | None = None) -> Path:
+    """Two panels on one y scale. Left: judge correctness on the training prompts against the step, one
+    colour per policy and one line style per seed, so the clean and corrupted runs read on shared axes.
+    Right: for the `corrupted` policy (a key of `curves`), what the training verifier paid (observed
+    reward) against what the judge found correct, per seed: the distance between them is the hacking
+    gap during training. Every raw per-step curve is drawn faint, its moving average over it."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for colour, (label, seeds) in zip(_COLOURS[1:], curves.items(), strict=False):
-        for index, curve in enumerate(seeds):
-            if curve is None or CORRECTNESS_COLUMN not in curve:
-                continue
-            axes.plot(curve["step"], curve[CORRECTNESS_COLUMN].astype(float), color=colour, alpha=0.8,
-                      linestyle=("-", "--", ":")[index % 3], label=f"{label}, seed {index}")
-    axes.set_xlabel("GRPO step")
-    axes.set_ylabel("judge correctness (sampled, training prompts)")
-    axes.set_ylim(0, 1)
-    axes.set_title(title, fontsize="medium")
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(fontsize="small")
+        _seed_lines(left, seeds, CORRECTNESS_COLUMN, colour, label)
+    for column, (name, colour) in _VERIFIER_VS_JUDGE.items():
+        _seed_lines(right, curves.get(corrupted, []), column, colour, name)
+    left.set_title("judge correctness: clean reference vs corrupted runs", fontsize="medium")
+    right.set_title(f"{corrupted or 'corrupted runs'}: verifier reward vs judge", fontsize="medium")
+    for axes in (left, right):
+        axes.set_xlabel("GRPO step")
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize="small")
+    left.set_ylabel(f"share of sampled completions ({SMOOTHING_STEPS}-step moving average)")
+    left.set_ylim(0, 1)
+    figure.suptitle(title, fontsize="medium")
     return _save(figure, path)
+
+
+SMOOTHING_STEPS = 10
+"""Window of the centred moving average drawn over each raw training curve (64 completions a step are noisy)."""
+# Colours of their own: the left panel's colours name policies, these name quantities.
+_VERIFIER_VS_JUDGE = {curve_column("reward/observed"): ("verifier reward (observed)", "#8172b3"),
+                      CORRECTNESS_COLUMN: ("judge correctness", "#4c72b0")}
+
+
+def _seed_lines(axes: plt.Axes, seeds: list[pd.DataFrame | None], column: str, colour: str, label: str) -> None:
+    """One run per seed: the raw curve faint, its moving average solid, dashed or dotted by seed."""
+    for index, curve in enumerate(seeds):
+        if curve is None or column not in curve:
+            continue
+        values = curve[column].astype(float)
+        axes.plot(curve["step"], values, color=colour, alpha=0.2, linewidth=0.8)
+        smoothed = values.rolling(SMOOTHING_STEPS, center=True, min_periods=1).mean()
+        axes.plot(curve["step"], smoothed, color=colour, linewidth=2, linestyle=("-", "--", ":")[index % 3],
+                  label=f"{label}, seed {index}")
 
 
 _COLOURS = ("#999999", "#55a868", "#dd8452", "#4c72b0")

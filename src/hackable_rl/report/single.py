@@ -101,8 +101,8 @@ def build_single_report(inputs: SingleInputs, out_dir: Path, title: str, conditi
                                    out_dir / "headline.png")]
     curves = {labels[policy]: [read_curve(d / "train_curve.csv") for d in inputs.seed_dirs(policy)]
               for policy in ("clean", "trained")}
-    figures.append(plots.training_curves(curves, f"GRPO on the training prompts; corrupted run: {condition}",
-                                         out_dir / "train_curves.png"))
+    figures.append(plots.training_curves(curves, f"GRPO on the training prompts; corrupted runs: {condition}",
+                                         out_dir / "train_curves.png", corrupted=labels["trained"]))
     report = out_dir / "report.md"
     report.write_text(single_markdown(title, inputs, labels, sampled, greedy, figures), encoding="utf-8")
     log.info("report: %s", report)
