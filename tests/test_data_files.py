@@ -39,7 +39,8 @@ def _text_files():
     for folder in SEARCHED:
         for path in sorted((REPO / folder).rglob("*")):
             parts = path.relative_to(REPO).parts  # runtime folders and DVC's own are not sources
-            if path.is_file() and path.suffix in TEXT_SUFFIXES and not {"cache", ".dvc", "__pycache__"} & set(parts):
+            generated = {"cache", ".dvc", "__pycache__"} & set(parts) or any(p.endswith(".egg-info") for p in parts)
+            if path.is_file() and path.suffix in TEXT_SUFFIXES and not generated:
                 yield path
 
 

@@ -427,8 +427,7 @@ def report(
     overrides: SetOption = None,
 ) -> None:
     """Write plots (PNG) and report.md: a study's summary table (--study DIR) or the single run (--single)."""
-    from hackable_rl.report import build_single_report, build_study_report
-    from hackable_rl.report.single import SingleInputs
+    from hackable_rl.report import build_report
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):
@@ -437,16 +436,4 @@ def report(
     check_output_path(target, "--out" if out else "report.out_dir", folder=True)
     if headline is not None:
         check_output_path(headline, "--headline")
-    if study is not None:
-        built = run_user_action(lambda: build_study_report(study, target, cfg.report.title))
-        typer.echo(f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}")
-        return
-    condition = f"{cfg.corruption.channel} at rate {cfg.corruption.rate:g}"
-    path = run_user_action(
-        lambda: build_single_report(SingleInputs.under(metrics_dir), target, cfg.report.title, condition)
-    )
-    typer.echo(f"report: {path}")
-    if headline is not None:
-        from hackable_rl.report.headline import write_headline
-
-        typer.echo(f"headline: {run_user_action(lambda: write_headline(headline, SingleInputs.under(metrics_dir), cfg))}")
+    typer.echo("\n".join(run_user_action(lambda: build_report(cfg, target, study, metrics_dir, headline))))

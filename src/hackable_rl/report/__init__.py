@@ -2,9 +2,29 @@
 
 - `study`: a study's condition.json files -> summary.csv/json, plots, report.md (spec section 7).
 - `single`: the root pipeline's metrics (warm start, base eval, trained eval, training curve).
+- `headline`: metrics/headline.json, the root's one DVC metric (`dvc exp show`).
 """
 
-from hackable_rl.report.single import build_single_report
+from __future__ import annotations
+
+from pathlib import Path
+
+from hackable_rl.report.single import SingleInputs, build_single_report
 from hackable_rl.report.study import build_study_report
 
-__all__ = ["build_single_report", "build_study_report"]
+__all__ = ["build_report", "build_single_report", "build_study_report"]
+
+
+def build_report(config, out_dir: Path, study: Path | None, metrics_dir: Path, headline: Path | None) -> list[str]:
+    """`hackable-rl report`: a study's report (`study` is its results folder) or the root's single-run
+    report from `metrics_dir` (and, with `headline`, headline.json); returns the lines to print."""
+    if study is not None:
+        built = build_study_report(study, out_dir, config.report.title)
+        return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
+    condition = f"{config.corruption.channel} at rate {config.corruption.rate:g}"
+    lines = [f"report: {build_single_report(SingleInputs.under(metrics_dir), out_dir, config.report.title, condition)}"]
+    if headline is not None:
+        from hackable_rl.report.headline import write_headline
+
+        lines.append(f"headline: {write_headline(headline, SingleInputs.under(metrics_dir), config)}")
+    return lines
