@@ -4,6 +4,7 @@ judge + training verifier on the same samples, MLflow logging, promotion, learni
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from mlflow import MlflowClient
 from typer.testing import CliRunner
@@ -23,8 +24,21 @@ def test_eval_run_id_promote_and_learning_curve(project):
     refused = runner.invoke(app, ["promote", "--run-id", trained.run_id, "--alias", "champion"])
     assert refused.exit_code == 2 and "no independent evaluation" in refused.output
 
+    client = MlflowClient(tracking_uri(config.storage.cache_dir))
+    before = client.get_run(trained.run_id).info
     result = runner.invoke(app, ["eval", "--run-id", trained.run_id])
     assert result.exit_code == 0, result.output
+    after = client.get_run(trained.run_id)
+    # logged into the training run, which stays as training left it (no reopening, no new end time)
+    assert (after.info.status, after.info.end_time) == (before.status, before.end_time) == ("FINISHED", before.end_time)
+    assert {"eval_pass_at_1", "eval_hacking_gap"} <= set(after.data.metrics)  # the runs table's columns
+    assert not any(key.startswith(("eval", "final/")) for key in set(after.data.metrics) - {"eval_pass_at_1", "eval_hacking_gap"})
+    assert "### Evaluation, step-3" in after.data.tags["mlflow.note.content"]
+    assert "### Training" in after.data.tags["mlflow.note.content"]
+    listed = {entry["path"] for entry in json.loads(after.data.tags["mlflow.loggedArtifacts"])}
+    assert "eval/samples.json" in listed
+    [version] = [v for v in client.search_model_versions("name='tests-policy-corrupted'") if v.tags["step"] == "3"]
+    assert "eval.pass_at_1" in version.tags and "pass_at_1" in version.description
     out = project / "cache/artifacts/eval/baseline-flip-r0.2-s0/step-3"
     records = read_jsonl(out / "generations.jsonl")
     assert len(records) == 4 * 2  # max_prompts x n
@@ -36,18 +50,40 @@ def test_eval_run_id_promote_and_learning_curve(project):
         assert fields <= set(record), fields - set(record)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["step"] == 3 and metrics["n_samples"] == 8
-    assert json.loads((project / "metrics/eval.json").read_text())["n_prompts"] == 4
+    assert not (project / "metrics/eval.json").exists()  # DVC metrics only where --metrics-dir asks
 
-    client = MlflowClient(tracking_uri(config.storage.cache_dir))
-    assert "eval/pass_at_1" in client.get_run(trained.run_id).data.metrics
     promoted = runner.invoke(app, ["promote", "--run-id", trained.run_id, "--alias", "champion"])
     assert promoted.exit_code == 0, promoted.output
-    assert client.get_model_version_by_alias("tests-policy", "champion").tags["step"] == "3"
+    assert client.get_model_version_by_alias("tests-policy-corrupted", "champion").tags["step"] == "3"
 
     curve = runner.invoke(app, ["eval", "--run-id", trained.run_id, "--all-steps"])
     assert curve.exit_code == 0, curve.output
     table = (project / "cache/artifacts/eval/baseline-flip-r0.2-s0/learning_curve.csv").read_text().splitlines()
     assert len(table) == 3  # header + steps 2 and 3
+    # one samples table for every evaluated checkpoint: 4 prompts x (2 sampled + 1 greedy) per step
+    path = client.download_artifacts(trained.run_id, "eval/samples.json", str(project))
+    samples = json.loads(Path(path).read_text())
+    steps = [row[samples["columns"].index("step")] for row in samples["data"]]
+    assert sorted(steps) == [2] * 12 + [3] * 12
+    assert samples["columns"][:2] == ["prompt", "completion"]  # the Evaluation view lines runs up by prompt
+
+
+def test_eval_base_run_is_tagged_like_a_training_run(project):
+    result = CliRunner().invoke(app, ["eval", "--base"])
+    assert result.exit_code == 0, result.output
+    assert not (project / "metrics/eval.json").exists()
+
+    config = load_config("params.yaml")
+    client = MlflowClient(tracking_uri(config.storage.cache_dir))
+    experiment = client.get_experiment_by_name("tests")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on runs
+    [run] = client.search_runs([experiment.experiment_id], "tags.`hackable_rl.kind` = 'eval'")
+    tags = run.data.tags
+    assert (tags["method"], tags["corruption.rate"], tags["seed"], tags["condition"]) == ("base", "0.2", "0", "corrupted")
+    assert run.data.params["corruption.channel"] == "flip"
+    assert {"dataset_manifest_sha256", "config_hash", "model.source"} <= set(tags)
+    assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [("arith/test", "evaluation")]
+    assert "eval/samples.json" in tags["mlflow.loggedArtifacts"]
 
 
 def test_eval_base_writes_the_zero_shot_file_the_utilisation_reward_reads(project):

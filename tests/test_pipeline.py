@@ -79,8 +79,9 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     assert kinds == ["eval", "train", "train", "train", "train", "warmstart"]
     trained = next(run for run in runs if run.data.tags["hackable_rl.kind"] == "train"
                    and run.data.tags["corruption.rate"] == "0.2")
-    assert "eval/pass_at_1" in trained.data.metrics
-    assert client.search_model_versions("name='tests-policy'")
+    assert "eval_pass_at_1" in trained.data.metrics
+    assert client.search_model_versions("name='tests-policy-corrupted'")
+    assert client.search_model_versions("name='tests-policy-clean'")
 
     _run(["git", "add", "-A"], repo)
     _run(["git", "commit", "-qm", "baseline"], repo)

@@ -112,3 +112,29 @@ def test_an_offline_event_records_the_time_it_was_logged(tmp_path):
     tracker.log_metrics({"x": 1.0}, step=3, timestamp_ms=1_234)
     [event] = read_jsonl(tmp_path / EVENT_LOG_NAME)
     assert (event["timestamp_ms"], event["step"], event["delivered"]) == (1_234, 3, False)
+
+
+def test_sync_replays_block_tables_datasets_and_the_description(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
+                                      "tracking": {"experiment_name": "sync"}}))
+    config = load_config(params)
+    run_dir = tmp_path / "run"
+    records = run_dir / "generations" / "step-00001.jsonl"
+    records.parent.mkdir(parents=True)
+    write_jsonl(records, [{"step": 1, "completion": "x"}])
+    tracker = Tracker(None, None, run_dir / EVENT_LOG_NAME, DEAD_URI)
+    tracker.log_table_files([records], "generations/steps-00001-00050.json")
+    tracker.log_dataset("arith/train", "abc123", records.as_uri(), "training", {"rows": 1})
+    tracker.update_description("Training", "1 step")
+    (run_dir / "run.json").write_text(json.dumps({"created_by": "hackable-rl", "run_name": "offline", "kind": "train"}))
+
+    outcome = sync_run(config, run_dir)
+
+    run = MlflowClient(tracking_uri(config.storage.cache_dir)).get_run(outcome["run_id"])
+    assert json.loads(run.data.tags["mlflow.loggedArtifacts"]) == [
+        {"path": "generations/steps-00001-00050.json", "type": "table"}
+    ]
+    assert [(d.dataset.name, d.dataset.digest) for d in run.inputs.dataset_inputs] == [("arith/train", "abc123")]
+    assert run.data.tags["mlflow.note.content"] == "### Training\n1 step\n"

@@ -65,8 +65,11 @@ def test_three_step_run_records_everything(project):
     history = client.get_metric_history(result.run_id, "judge/correctness")
     assert sorted(point.step for point in history) == [1, 2, 3]
     artifacts = {a.path for a in client.list_artifacts(result.run_id, "generations")}
-    assert artifacts == {f"generations/step-0000{i}.json" for i in (1, 2, 3)}
-    versions = client.search_model_versions("name='tests-policy'")
+    assert artifacts == {"generations/steps-00001-00050.json"}  # one table per block of 50 steps
+    assert "final/judge/correctness/last" not in run.data.metrics  # summaries are no single-point charts
+    assert "Training" in run.data.tags["mlflow.note.content"]
+    assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["arith/train"]
+    versions = client.search_model_versions("name='tests-policy-corrupted'")
     assert sorted(int(v.tags["step"]) for v in versions if v.run_id == result.run_id) == [2, 3]
     # the exploit payoff table of this run's method and rate, saved before training (hackable-rl payoff)
     payoff = json.loads((result.run_dir / "payoff.json").read_text())
@@ -196,7 +199,9 @@ def test_a_line_cut_by_a_kill_is_dropped_before_the_next_append(tmp_path):
     assert read_jsonl(log) == [{"step": 1}, {"step": 2}]
 
 
-def test_generation_tables_past_mlflows_tag_limit_become_plain_artifacts(tmp_path):
+def test_tables_past_mlflows_tag_limit_become_plain_artifacts(tmp_path):
+    """A run lists about a hundred tables in one tag (blocks of 50 steps keep a run far below it);
+    past the limit a table stays a plain JSON artifact and every earlier one stays listed."""
     from hackable_rl.tracking.tracker import Tracker
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -206,7 +211,7 @@ def test_generation_tables_past_mlflows_tag_limit_become_plain_artifacts(tmp_pat
     append_jsonl(table, [{"step": 1, "completion": "<think>1+1=2</think> \\boxed{2}", "member": {"a": 1.0}}])
     tracker = Tracker(client, run_id, tmp_path / "events.jsonl", "sqlite")
     for step in range(1, 201):  # 200 listed tables would overflow the 8,000-character tag
-        tracker.log_table_file(table, f"generations/step-{step:05d}.json")
+        tracker.log_table_files([table], f"generations/step-{step:05d}.json")
 
     assert tracker.online
     listed = json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])
@@ -216,3 +221,25 @@ def test_generation_tables_past_mlflows_tag_limit_become_plain_artifacts(tmp_pat
     }
     last = json.loads((tmp_path / "artifacts" / run_id / "artifacts" / "generations" / "step-00200.json").read_text())
     assert last["columns"] == ["step", "completion", "member"] and last["data"][0][0] == 1
+
+
+def test_a_table_sent_again_replaces_itself(tmp_path, monkeypatch):
+    """Tables are written whole: a block re-sent after a resume (or by `sync`) has no duplicate rows,
+    and an evaluation table keeps the rows of the other steps it holds."""
+    from hackable_rl.tracking.tracker import Tracker
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # load_table searches there
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("tables", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    tracker = Tracker(client, run_id, None, "sqlite")
+    rows = [{"step": 1, "x": 1}, {"step": 2, "x": 2}]
+    tracker.log_table(rows, "generations/steps-00001-00050.json")
+    tracker.log_table(rows, "generations/steps-00001-00050.json")
+    tracker.log_table([{"step": 2, "x": 20}, {"step": 3, "x": 3}], "eval/samples.json")
+    tracker.log_table([{"step": 3, "x": 30}], "eval/samples.json", keep_other_steps=True)
+
+    frame = client.load_table(experiment, "generations/steps-00001-00050.json", run_ids=[run_id])
+    assert frame["step"].tolist() == [1, 2]
+    samples = client.load_table(experiment, "eval/samples.json", run_ids=[run_id])
+    assert sorted(zip(samples["step"], samples["x"], strict=True)) == [(2, 20), (3, 30)]

@@ -228,7 +228,7 @@ def ui(
     from hackable_rl.tracking.server import serve_ui
 
     cfg = _config(config, overrides)
-    run_user_action(lambda: serve_ui(cfg, port))
+    run_user_action(lambda: serve_ui(cfg, port, announce=typer.echo))
 
 
 @app.command()
@@ -259,9 +259,9 @@ def eval_command(
     ] = False,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
-    metrics_dir: Annotated[Path, typer.Option("--metrics-dir", help="Where eval.json goes (DVC metrics).")] = Path(
-        "metrics"
-    ),
+    metrics_dir: Annotated[
+        Path | None, typer.Option("--metrics-dir", help="Where eval.json goes (DVC metrics; none by default).")
+    ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out-dir", help="Where generations.jsonl and metrics.json go.")
     ] = None,
@@ -271,9 +271,9 @@ def eval_command(
     from hackable_rl.summaries import eval_lines
 
     cfg = _model_config(config, overrides)
-    check_output_path(metrics_dir, "--metrics-dir", folder=True)
-    if out_dir is not None:
-        check_output_path(out_dir, "--out-dir", folder=True)
+    for path, option in ((metrics_dir, "--metrics-dir"), (out_dir, "--out-dir")):
+        if path is not None:
+            check_output_path(path, option, folder=True)
     if sum([run_id is not None, model is not None, base, configured_run]) != 1:
         run_user_action(
             lambda: fail("eval: pass exactly one of --run-id ID, --configured-run, --model PATH or --base")

@@ -134,9 +134,12 @@ class TrackingConfig(Section):
     """MLflow run name and run folder name (one folder name: no `/`, no `..`); null derives
     `<method>-<channel>-r<rate>-s<seed>` from the config."""
     registered_model_name: str = "hackable-rl-policy"
-    """Model Registry name under which permanent checkpoints are registered as versions."""
+    """Model Registry name stem: permanent checkpoints of clean runs (corruption.rate 0) register as
+    versions of `<name>-clean`, those of corrupted runs as versions of `<name>-corrupted`."""
     log_generation_tables: bool = True
-    """Log each step's generation records as an MLflow table (visible in the run's UI)."""
+    """Log the generation records as MLflow tables, one per block of 50 steps with a `step` column."""
+    log_system_metrics: bool = True
+    """Log MLflow's system metrics (CPU, memory, disk, network; `system/*`) when psutil is installed."""
 
 
 # --------------------------------------------------------------------------- data
@@ -635,6 +638,17 @@ class ExperimentConfig(Section):
         if self.tracking.run_name:
             return self.tracking.run_name
         return f"{self.method}-{self.corruption.channel}-r{self.corruption.rate:g}-s{self.seed}"
+
+    @property
+    def condition(self) -> str:
+        """`clean` when the training verifier is not corrupted (corruption.rate 0), else `corrupted`."""
+        return "clean" if self.corruption.rate == 0 else "corrupted"
+
+    @property
+    def registered_model(self) -> str:
+        """The Model Registry name of this run's checkpoints: clean and corrupted runs never share one
+        (nor, therefore, a `champion` alias)."""
+        return f"{self.tracking.registered_model_name}-{self.condition}"
 
 
 # --------------------------------------------------------------------------- loading

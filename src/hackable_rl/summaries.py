@@ -60,3 +60,27 @@ def warmstart_line(metrics: dict[str, Any], model_source: str) -> str:
         f"warm start: held-out greedy accuracy {metrics['accuracy']} (target {band[0]}-{band[1]}: {where}), "
         f"loss {loss['first']:.3f} -> {loss['last']:.3f}, {metrics['seconds']['total']:.0f} s"
     )
+
+
+def train_description(final: dict[str, Any], identity: Any) -> str:
+    """The Training section of a run's MLflow description: who the run is, how long it took, and each
+    summarised curve metric over the first and the last tenth of its steps (train.json)."""
+    lines = [
+        f"{identity.method}, training verifier {identity.corruption_channel} at rate {identity.corruption_rate:g} "
+        f"({identity.condition}), seed {identity.seed}: {final['step']} steps in {final['seconds']:.0f} s.",
+        "",
+        "| on training prompts (sampled) | first tenth | last tenth |",
+        "| --- | --- | --- |",
+    ]
+    keys = sorted({key.rsplit("/", 1)[0] for key in final if key.endswith(("/first", "/last"))})
+    lines += [f"| {key} | {_number(final.get(f'{key}/first'))} | {_number(final.get(f'{key}/last'))} |" for key in keys]
+    return "\n".join([*lines, "", "All of it: `summary/train.json`; every generation: the `generations/` tables."])
+
+
+def eval_description(metrics: dict[str, Any], prefix: str) -> str:
+    """An Evaluation section of a run's MLflow description (and of its registered version): the
+    headline metrics of one evaluation and where the rest is (`prefix`: eval/step-N or eval/base)."""
+    shown = [key for key in _EVAL_HEADLINE if metrics.get(key) is not None]
+    lines = [f"Split {metrics.get('split')}, step {metrics.get('step')}.", "", "| metric | value |", "| --- | --- |"]
+    lines += [f"| {key} | {_number(metrics[key])} |" for key in shown]
+    return "\n".join([*lines, "", f"All metrics: `{prefix}/metrics.json`; every sample: the `eval/samples.json` table."])

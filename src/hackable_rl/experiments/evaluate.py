@@ -3,7 +3,8 @@
     MLflow run -> its config (the run's own verifier, model and data) -> registered permanent
     checkpoint (--step N, default the last) -> n samples per held-out prompt -> independent judge
     + the run's training verifier on the same samples -> spec section 6 metrics
-    -> artifacts/eval/<run>/step-N/{generations.jsonl, metrics.json} -> the same MLflow run (eval/*)
+    -> artifacts/eval/<run>/step-N/{generations.jsonl, metrics.json} -> the same MLflow run, left
+    FINISHED (eval_pass_at_1 and eval_hacking_gap, the eval/samples.json table, its description)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hackable_rl.evaluation.report_metrics import compute_report_metrics
 from hackable_rl.jsonl import write_jsonl
 from hackable_rl.records import EvaluationRecord
 from hackable_rl.storage import Storage
-from hackable_rl.tracking import Tracker, start_tracker
+from hackable_rl.tracking import Tracker, attach_tracker, start_tracker
 from hackable_rl.tracking.runs import artifact_path_of, download_run_file, fetch_run, require_client
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,7 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path 
         write_prompt_results(metrics_out / PROMPTS_FILE, prompts)
     if config.evaluation.zero_shot_out:
         write_zero_shot(records, Path(config.evaluation.zero_shot_out))
-    run_id = _log_evaluation(target, out_dir, metrics)
+    run_id = _log_evaluation(target, out_dir, metrics, records, greedy)
     log.info("evaluated %s %s on %s: pass@1 %s, greedy %s, hacking gap %s", target.run_name, step_name,
              config.evaluation.split, metrics.get("pass_at_1"), metrics.get("greedy_accuracy"), metrics.get("hacking_gap"))
     return EvalResult(out_dir, metrics, run_id)
@@ -253,21 +254,71 @@ def write_zero_shot(records: list[dict[str, Any]], path: Path) -> int:
     return write_jsonl(path, rows)
 
 
-def _log_evaluation(target: EvalTarget, out_dir: Path, metrics: dict[str, Any]) -> str | None:
-    """Eval metrics go into the training run under `eval/` (at the checkpoint's step), or into an
-    eval-only run for a policy without one; the version is tagged as independently evaluated."""
-    from hackable_rl.tracking.models_registry import mark_evaluated
+# The evaluation metrics logged as MLflow metrics, at the checkpoint's step (one point per evaluated
+# checkpoint, a curve under `--all-steps`), so that the runs table can show them as columns; the rest
+# is in `eval/step-N/metrics.json` and the run's description, not single-point charts. No `/` in the
+# names: MLflow draws `prefix/` sections in alphabetical order and unprefixed metrics last, so these
+# come after the training curves (and `hacking_gap` alone is the per-step training curve).
+EVAL_CURVES = {"pass_at_1": "eval_pass_at_1", "hacking_gap": "eval_hacking_gap"}
+# The first columns of the samples table: MLflow's "Artifact evaluation" view groups by the first column and
+# compares the second, so runs line up prompt by prompt, completion against completion.
+_SAMPLE_LEAD = ("prompt", "completion", "correct", "reward")
 
-    tracker: Tracker = start_tracker(target.config, target.run_name, "eval", run_id=target.run_id)
-    numeric = {f"eval/{k}": v for k, v in metrics.items() if isinstance(v, int | float) and k != "step"}
-    tracker.log_metrics(numeric, step=target.step or 0)
+
+def _log_evaluation(
+    target: EvalTarget, out_dir: Path, metrics: dict[str, Any], records: list[dict[str, Any]],
+    greedy: list[dict[str, Any]],
+) -> str | None:
+    """Logs into the training run, attached so that its status and end time stay as they were (no
+    nested run: the run's row in the runs table holds its own pass@1), or, for a policy without a
+    run, into an eval run of its own tagged like a training run. The registered version is tagged
+    as independently evaluated, with the metrics, and described."""
+    from hackable_rl.summaries import eval_description
+    from hackable_rl.tracking.models_registry import mark_evaluated
+    from hackable_rl.tracking.provenance import dataset_input
+    from hackable_rl.tracking.tables import EVAL_SAMPLES_TABLE
+
+    config, step = target.config, target.step or 0
+    tracker = attach_tracker(config, target.run_id) if target.run_id else _eval_run_tracker(target)
     prefix = f"eval/step-{target.step}" if target.step is not None else "eval/base"
+    tracker.log_metrics({name: metrics.get(key) for key, name in EVAL_CURVES.items()}, step=step)
     tracker.log_artifact(out_dir / "metrics.json", prefix)
-    tracker.log_table_file(out_dir / "generations.jsonl", f"{prefix}/generations.json")
+    tracker.log_table(_sample_rows(records, greedy, step), EVAL_SAMPLES_TABLE, keep_other_steps=True)
+    dataset = dataset_input(Storage.of(config.storage).dataset_dir(config.data.name), config.evaluation.split)
+    if dataset is not None:
+        tracker.log_dataset(**dataset, context="evaluation")
+    summary = eval_description(metrics, prefix)
+    tracker.update_description(f"Evaluation, {prefix.removeprefix('eval/')}", summary)
     tracker.end("FINISHED")
     if target.run_id is not None and tracker.online:
-        mark_evaluated(target.config, target.run_id, target.step, f"{prefix}/metrics.json")
+        numbers = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        mark_evaluated(config, target.run_id, target.step, f"{prefix}/metrics.json", numbers, summary)
     return tracker.run_id
+
+
+def _eval_run_tracker(target: EvalTarget) -> Tracker:
+    """A new eval run for a policy without a training run, tagged and parametrised as training runs
+    are (method `base` for the configured base policy), so the runs table filters them alike."""
+    from hackable_rl.config import flatten_config
+    from hackable_rl.models.loading import resolve_policy
+    from hackable_rl.training.identity import RunIdentity
+
+    config = target.config
+    tracker = start_tracker(config, target.run_name, "eval")
+    method = "base" if target.policy_path is None else "policy-folder"
+    tracker.set_tags({**RunIdentity.of(config, resolve_policy(config)).tags(), "method": method})
+    tracker.log_params(flatten_config(config))
+    return tracker
+
+
+def _sample_rows(records: list[dict[str, Any]], greedy: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:
+    """One table row per evaluation sample: prompt and completion first, with the decoding and step."""
+
+    def row(record: dict[str, Any], decoding: str) -> dict[str, Any]:
+        lead = {key: record[key] for key in _SAMPLE_LEAD if key in record}
+        return {**lead, "decoding": decoding, "step": step, **record}
+
+    return [*(row(r, "sampled") for r in records), *(row(r, "greedy") for r in greedy)]
 
 
 def evaluate_all_steps(current: ExperimentConfig, run_id: str, metrics_out: Path | None = None) -> Path:

@@ -1,4 +1,10 @@
-"""Model Registry: find the version of a run's permanent checkpoint and move an alias onto it."""
+"""Model Registry: find the version of a run's permanent checkpoint, record its evaluation, and move
+an alias onto it.
+
+A run's checkpoints are versions of `<stem>-clean` or `<stem>-corrupted` (`ExperimentConfig.registered_model`,
+stem `tracking.registered_model_name`); they are found by run id, so the config that looks them up
+need not have the run's corruption rate.
+"""
 
 from __future__ import annotations
 
@@ -10,15 +16,17 @@ from hackable_rl.tracking.tracker import make_client
 EVALUATED_TAG = "independent_eval"
 
 
-def _versions_of_run(client: Any, name: str, run_id: str) -> list[Any]:
-    return [v for v in client.search_model_versions(f"name='{name}'") if v.run_id == run_id]
+def _versions_of_run(client: Any, stem: str, run_id: str) -> list[Any]:
+    """The run's versions under any name of the stem (`<stem>-clean`, `<stem>-corrupted`, or `<stem>`
+    itself for runs registered before the names were split)."""
+    return [v for v in client.search_model_versions(f"run_id = '{run_id}'") if v.name.startswith(stem)]
 
 
-def find_version(client: Any, name: str, run_id: str, step: int | None) -> Any:
+def find_version(client: Any, stem: str, run_id: str, step: int | None) -> Any:
     """The registered version of `run_id` at `step` (the latest step when None)."""
-    versions = _versions_of_run(client, name, run_id)
+    versions = _versions_of_run(client, stem, run_id)
     if not versions:
-        raise UserError(f"run {run_id}: no version of registered model {name!r} (did training finish a checkpoint?)")
+        raise UserError(f"run {run_id}: no version of registered model {stem!r}-* (did training finish a checkpoint?)")
     by_step = {int(v.tags.get("step", -1)): v for v in versions}
     if step is None:
         return by_step[max(by_step)]
@@ -27,13 +35,20 @@ def find_version(client: Any, name: str, run_id: str, step: int | None) -> Any:
     return by_step[step]
 
 
-def mark_evaluated(config: Any, run_id: str, step: int | None, metrics_uri: str) -> str | None:
-    """Tags the version as independently evaluated (promotion requires it); returns its version number."""
+def mark_evaluated(
+    config: Any, run_id: str, step: int | None, metrics_uri: str, metrics: dict[str, Any], summary: str
+) -> str | None:
+    """Tags the version as independently evaluated (promotion requires it), tags it with the numeric
+    eval metrics (`eval.<name>`) and adds `summary` to its description; returns its version number."""
     client, _ = make_client(config.storage.cache_dir)
     if client is None:
         return None
     version = find_version(client, config.tracking.registered_model_name, run_id, step)
     client.set_model_version_tag(version.name, version.version, EVALUATED_TAG, metrics_uri)
+    for key, value in metrics.items():
+        client.set_model_version_tag(version.name, version.version, f"eval.{key}", str(value))
+    first_line = (version.description or "").split("\n", 1)[0]
+    client.update_model_version(version.name, version.version, description=f"{first_line}\n\n{summary}".strip())
     return str(version.version)
 
 
@@ -42,8 +57,8 @@ def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool)
     client, uri = make_client(config.storage.cache_dir)
     if client is None:
         raise UserError(f"MLflow store {uri} is unreachable; cannot promote")
-    name = config.tracking.registered_model_name
-    version = find_version(client, name, run_id, step)
+    version = find_version(client, config.tracking.registered_model_name, run_id, step)
+    name = version.name
     if EVALUATED_TAG not in version.tags and not force:
         raise UserError(
             f"{name} version {version.version} (run {run_id}, step {version.tags.get('step')}) has no independent "
@@ -54,9 +69,9 @@ def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool)
     return {"name": name, "version": version.version, "alias": alias, "step": version.tags.get("step")}
 
 
-def registered_steps(client: Any, name: str, run_id: str) -> list[int]:
+def registered_steps(client: Any, stem: str, run_id: str) -> list[int]:
     """Steps of every permanent checkpoint a run registered, ascending."""
-    steps = sorted(int(v.tags["step"]) for v in _versions_of_run(client, name, run_id) if "step" in v.tags)
+    steps = sorted(int(v.tags["step"]) for v in _versions_of_run(client, stem, run_id) if "step" in v.tags)
     if not steps:
-        raise UserError(f"run {run_id}: no version of registered model {name!r}")
+        raise UserError(f"run {run_id}: no version of registered model {stem!r}-*")
     return steps

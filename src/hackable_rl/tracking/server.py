@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from hackable_rl.errors import UserError
 from hackable_rl.tracking.store import artifact_root, tracking_uri
 
 log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
 
 
 def ui_command(config: Any, port: int) -> list[str]:
@@ -22,14 +26,43 @@ def ui_command(config: Any, port: int) -> list[str]:
         sys.executable, "-m", "mlflow", "server",
         "--backend-store-uri", uri,
         "--default-artifact-root", artifact_root(config.storage.cache_dir).as_uri(),
-        "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+        "--host", HOST, "--port", str(port), "--workers", "1",
     ]
 
 
-def serve_ui(config: Any, port: int) -> None:
-    """Runs the MLflow server in the foreground until Ctrl-C."""
+def check_port_free(port: int) -> None:
+    """A UserError (one line, exit 2) when something already listens on the port: MLflow would only
+    log "address already in use" and hang."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no conflict
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            raise UserError(
+                f"--port {port}: {HOST}:{port} is already in use (another `hackable-rl ui`?); "
+                "stop it or pass another --port"
+            ) from None
+
+
+def runs_table_url(config: Any, port: int) -> str:
+    """The page of the configured experiment's runs table, in MLflow's model-training view (the UI
+    otherwise opens MLflow 3's GenAI pages); the UI's home page when the experiment does not exist yet."""
+    from mlflow import MlflowClient
+
+    home = f"http://{HOST}:{port}/"
+    experiment = MlflowClient(tracking_uri(config.storage.cache_dir)).get_experiment_by_name(
+        config.tracking.experiment_name
+    )
+    if experiment is None:
+        return home
+    return f"{home}#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+
+
+def serve_ui(config: Any, port: int, announce: Callable[[str], Any] = log.info) -> None:
+    """Runs the MLflow server in the foreground until Ctrl-C; `announce` receives the runs table's URL."""
     command = ui_command(config, port)
-    log.info("MLflow UI on http://127.0.0.1:%d (store %s); Ctrl-C stops it", port, command[5])
+    check_port_free(port)
+    announce(f"MLflow UI (store {command[5]}): {runs_table_url(config, port)}  (Ctrl-C stops it)")
     try:
         subprocess.run(command, check=False, env={**os.environ})
     except KeyboardInterrupt:

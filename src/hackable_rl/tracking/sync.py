@@ -33,11 +33,23 @@ def _replay(tracker: Tracker, event: dict[str, Any]) -> None:
     elif kind == "dict":
         tracker.log_dict(event["data"], event["filename"])
     elif kind == "table":
-        tracker.log_table_file(event["path"], event["artifact_file"])
+        _replay_table(tracker, event)
+    elif kind == "input":
+        tracker.log_dataset(event["name"], event["digest"], event["source"], event["context"], event["profile"])
     elif kind == "register":
-        tracker.register_model_version(event["name"], event["path"], event["artifact_path"], event["tags"])
+        tracker.register_model_version(
+            event["name"], event["path"], event["artifact_path"], event["tags"], event.get("description", "")
+        )
     else:
         raise UserError(f"{tracker.event_log}: unknown event {kind!r}")
+
+
+def _replay_table(tracker: Tracker, event: dict[str, Any]) -> None:
+    """A table of rows, or of JSONL files (one `path` in event logs written before tables held blocks)."""
+    if "rows" in event:
+        tracker.log_table(event["rows"], event["artifact_file"], event.get("keep_other_steps", False))
+    else:
+        tracker.log_table_files(event.get("paths") or [event["path"]], event["artifact_file"])
 
 
 def _read_info(run_json: Path) -> dict[str, Any]:

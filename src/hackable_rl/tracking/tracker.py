@@ -8,6 +8,7 @@ branches on whether tracking is on: when it is off the tracker only writes the l
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
@@ -20,6 +21,7 @@ from typing import Any
 
 from hackable_rl.jsonl import append_jsonl, read_jsonl
 from hackable_rl.tracking.store import artifact_root, is_reachable, quiet_local_transfers, tracking_uri
+from hackable_rl.tracking.tables import write_table
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +51,16 @@ def _finite_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
 class Tracker:
     """Logs one run. `online` is False when MLflow is off or unreachable; events still reach `event_log`."""
 
-    def __init__(self, client: Any | None, run_id: str | None, event_log: Path | None, uri: str | None):
+    def __init__(
+        self, client: Any | None, run_id: str | None, event_log: Path | None, uri: str | None, owns_run: bool = True
+    ):
         self.client = client
         self.run_id = run_id
         self.event_log = event_log
         self.uri = uri
+        self.owns_run = owns_run  # False: logs into someone else's run and never ends it
         self._warned = False
+        self._system_metrics: Any | None = None
 
     @property
     def online(self) -> bool:
@@ -126,14 +132,44 @@ class Tracker:
         delivered = self._send("log_dict", lambda: self.client.log_dict(self.run_id, obj, filename))
         self._record({"event": "dict", "filename": filename, "data": obj}, delivered)
 
-    def log_table_file(self, jsonl_path: str | Path, artifact_file: str) -> None:
-        """Logs a JSONL file of records as an MLflow table (browsable in the run's UI)."""
-        jsonl_path = Path(jsonl_path).resolve()
-        delivered = self._send("log_table", lambda: _log_table(self.client, self.run_id, jsonl_path, artifact_file))
-        self._record({"event": "table", "path": str(jsonl_path), "artifact_file": artifact_file}, delivered)
+    def log_table_files(self, jsonl_paths: list[str | Path], artifact_file: str) -> None:
+        """Logs the records of JSONL files as one MLflow table, replacing any earlier version of it."""
+        paths = [str(Path(path).resolve()) for path in jsonl_paths]
+        rows = [row for path in paths for row in read_jsonl(path)]
+        delivered = self._send("log_table", lambda: write_table(self.client, self.run_id, rows, artifact_file, False))
+        self._record({"event": "table", "paths": paths, "artifact_file": artifact_file}, delivered)
+
+    def log_table(self, rows: list[dict[str, Any]], artifact_file: str, keep_other_steps: bool = False) -> None:
+        """Logs `rows` as the MLflow table `artifact_file`; with `keep_other_steps`, the rows an earlier
+        version of the table holds for other steps stay (one evaluation table across checkpoints)."""
+        delivered = self._send(
+            "log_table", lambda: write_table(self.client, self.run_id, rows, artifact_file, keep_other_steps)
+        )
+        self._record(
+            {"event": "table", "rows": rows, "artifact_file": artifact_file, "keep_other_steps": keep_other_steps},
+            delivered,
+        )
+
+    def log_dataset(self, name: str, digest: str, source: str, context: str, profile: dict[str, Any]) -> None:
+        """Records a dataset the run read (`mlflow.log_input`): the run page and the runs table show it."""
+        delivered = self._send(
+            "log_input", lambda: _log_input(self.client, self.run_id, name, digest, source, context, profile)
+        )
+        self._record(
+            {"event": "input", "name": name, "digest": digest, "source": source, "context": context,
+             "profile": profile},
+            delivered,
+        )
+
+    def update_description(self, title: str, body: str) -> None:
+        """Writes section `title` of the run's description (the note on its Overview page), keeping
+        the sections others wrote: training writes its summary, each evaluation its own."""
+        current: list[str] = []
+        self._send("get_run", lambda: current.append(self.client.get_run(self.run_id).data.tags.get(_NOTE_TAG, "")))
+        self.set_tags({_NOTE_TAG: with_section(current[0] if current else "", title, body)})
 
     def register_model_version(
-        self, name: str, local_dir: str | Path, artifact_path: str, tags: Mapping[str, Any]
+        self, name: str, local_dir: str | Path, artifact_path: str, tags: Mapping[str, Any], description: str = ""
     ) -> str | None:
         """Logs `local_dir` as an artifact folder and registers it as a version of model `name`."""
         local_dir = Path(local_dir).resolve()
@@ -141,18 +177,41 @@ class Tracker:
 
         def register() -> None:
             self.client.log_artifacts(self.run_id, str(local_dir), artifact_path)
-            version.append(_create_version(self.client, self.run_id, name, artifact_path, tags))
+            version.append(_create_version(self.client, self.run_id, name, artifact_path, tags, description))
 
         delivered = self._send("register_model_version", register)
         self._record(
             {"event": "register", "name": name, "path": str(local_dir), "artifact_path": artifact_path,
-             "tags": {k: _param_text(v) for k, v in tags.items()}, "version": version[0] if version else None},
+             "tags": {k: _param_text(v) for k, v in tags.items()}, "description": description,
+             "version": version[0] if version else None},
             delivered,
         )
         return version[0] if version else None
 
+    def start_system_metrics(self, resumed: bool) -> None:
+        """MLflow's sampler of CPU, memory, disk and network use (`system/*`, every 10 s) while the run
+        lasts, when psutil is installed. It logs live, not at checkpoints: after a resume its points
+        continue from the last step it logged, and nothing of it is in the event log."""
+        if not self.online or importlib.util.find_spec("psutil") is None:
+            return
+
+        def start() -> None:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # no start/stop lines
+            monitor = SystemMetricsMonitor(self.run_id, resume_logging=resumed, tracking_uri=self.uri)
+            monitor.start()
+            self._system_metrics = monitor
+
+        self._send("start_system_metrics", start)
+
     def end(self, status: str = "FINISHED") -> None:
-        self._send("end", lambda: self.client.set_terminated(self.run_id, status))
+        """Ends the run with `status`; a tracker that does not own its run leaves it as it was."""
+        if self._system_metrics is not None:
+            self._system_metrics.finish()
+            self._system_metrics = None
+        if self.owns_run:
+            self._send("end", lambda: self.client.set_terminated(self.run_id, status))
 
 
 def registered_versions(events: list[dict[str, Any]]) -> dict[str, str | None]:
@@ -188,34 +247,9 @@ def _log_batch(client: Any, run_id: str, **items: Any) -> None:
             client.log_batch(run_id, **{key: values[start : start + 100]})
 
 
-# MLflow lists a run's tables in one tag (`mlflow.loggedArtifacts`) whose value it cuts at 8,000
-# characters; a cut list is invalid JSON and makes every later `log_table` raise. That is about 150
-# tables, fewer than the steps of a long run, so past a safe length the table is written as the same
-# JSON artifact without being listed (the Artifacts tab still shows it).
-_LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
-_TAG_BUDGET = 7_500
-
-
-def _log_table(client: Any, run_id: str, jsonl_path: Path, artifact_file: str) -> None:
-    import pandas as pd
-
-    rows = read_jsonl(jsonl_path)
-    frame = pd.DataFrame([{key: _cell(value) for key, value in row.items()} for row in rows])
-    listed = client.get_run(run_id).data.tags.get(_LOGGED_ARTIFACTS_TAG, "[]")
-    entry = json.dumps({"path": artifact_file, "type": "table"})
-    if entry in listed or len(listed) + len(entry) + 2 <= _TAG_BUDGET:  # a listed table is not listed twice
-        client.log_table(run_id, data=frame, artifact_file=artifact_file)
-        return
-    log.info("MLflow's table list for run %s is full; %s is logged as a plain JSON artifact", run_id, artifact_file)
-    client.log_dict(run_id, json.loads(frame.to_json(orient="split", index=False, date_format="iso")), artifact_file)
-
-
-def _cell(value: Any) -> Any:
-    """Nested values become JSON text so the table stays flat and readable in the UI."""
-    return json.dumps(value) if isinstance(value, dict | list) else value
-
-
-def _create_version(client: Any, run_id: str, name: str, artifact_path: str, tags: Mapping[str, Any]) -> str:
+def _create_version(
+    client: Any, run_id: str, name: str, artifact_path: str, tags: Mapping[str, Any], description: str
+) -> str:
     from mlflow.exceptions import MlflowException
 
     try:
@@ -224,9 +258,32 @@ def _create_version(client: Any, run_id: str, name: str, artifact_path: str, tag
         client.create_registered_model(name)
     source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
     version = client.create_model_version(
-        name, source=source, run_id=run_id, tags={k: _param_text(v) for k, v in tags.items()}
+        name, source=source, run_id=run_id, tags={k: _param_text(v) for k, v in tags.items()},
+        description=description or None,
     )
     return str(version.version)
+
+
+def _log_input(
+    client: Any, run_id: str, name: str, digest: str, source: str, context: str, profile: dict[str, Any]
+) -> None:
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    dataset = Dataset(name=name, digest=digest, source_type="local", source=source, profile=json.dumps(profile))
+    client.log_inputs(run_id, [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])])
+
+
+_NOTE_TAG = "mlflow.note.content"  # what the UI shows, and edits, as the run's description
+
+
+def with_section(description: str, title: str, body: str) -> str:
+    """`description` (markdown) with section `### title` set to `body`: replaced where it exists,
+    appended otherwise; the other sections are kept as they are."""
+    preamble, *sections = ("\n" + description).split("\n### ")
+    kept = [part.rstrip() for part in sections if part.split("\n", 1)[0].strip() != title]
+    parts = [preamble.strip()] if preamble.strip() else []
+    parts += [f"### {part}" for part in [*kept, f"{title}\n{body.rstrip()}"]]
+    return "\n\n".join(parts) + "\n"
 
 
 # --------------------------------------------------------------------------- opening runs
@@ -247,12 +304,22 @@ def make_client(cache_dir: str | Path) -> tuple[Any | None, str]:
     return MlflowClient(tracking_uri=uri), uri
 
 
+# MLflow 3's UI opens an experiment by its kind: GenAI experiments on a traces overview, model
+# development ones on the runs table (the UI itself writes this tag when the user picks a kind).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
+
+
 def _experiment_id(client: Any, name: str, cache_dir: str | Path, uri: str) -> str:
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    location = artifact_root(cache_dir).as_uri() if uri.startswith("sqlite:") else None
-    return client.create_experiment(name, artifact_location=location)
+    if experiment is None:
+        location = artifact_root(cache_dir).as_uri() if uri.startswith("sqlite:") else None
+        return client.create_experiment(
+            name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND}
+        )
+    if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag; a kind the user chose stays
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
+    return experiment.experiment_id
 
 
 @contextmanager
@@ -307,3 +374,12 @@ def start_tracker(
         log.warning("MLflow at %s could not open a run (%s): logging locally only.", uri, error)
         return Tracker(None, run_id, event_log, uri)
     return tracker
+
+
+def attach_tracker(config: Any, run_id: str) -> Tracker:
+    """A tracker that logs into the existing run `run_id` (an evaluation of a training run) and
+    leaves its status and end time as they are: `end()` does not touch it."""
+    if not config.tracking.enabled:
+        return Tracker(None, None, None, None, owns_run=False)
+    client, uri = make_client(config.storage.cache_dir)
+    return Tracker(client, run_id, None, uri, owns_run=False)

@@ -10,6 +10,7 @@ gets steps up to K when checkpoint K is written, and the rest at the end.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hackable_rl.tracking import Tracker
+from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.records import GenerationRecorder, step_file
 from hackable_rl.training.step_metrics import step_metrics
@@ -38,6 +40,7 @@ class RunContext:
     registered_model_name: str
     version_tags: dict[str, Any]
     log_tables: bool
+    describe_version: Callable[[int], str]  # step -> the registered version's description
     registered_versions: dict[int, str | None] = field(default_factory=dict)
 
 
@@ -80,22 +83,22 @@ class RunCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.flush_to_tracker()
-        if self.summary:
-            self.run.tracker.log_metrics(self.summary, step=state.global_step)
+        if self.summary:  # the Trainer's totals: a summary file, not single-point charts
+            self.run.tracker.log_dict(self.summary, "summary/trainer.json")
 
     def catch_up(self, events: list[dict[str, Any]], step: int) -> None:
         """On resume from checkpoint `step`: queue what MLflow never received for steps up to it
         (a kill between writing a checkpoint and flushing it to MLflow); `events` is the run's event log."""
         sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
-        sent_tables = {e["artifact_file"] for e in events if e["event"] == "table"}
+        sent_tables = _tabled_step_files(events)
         sent_versions = {e["artifact_path"] for e in events if e["event"] == "register"}
         generations = self.run.recorder.generations_dir
         for row in self.run.recorder.metrics_rows():
             if row["step"] > step or row["step"] in sent_steps:
                 continue
             self._pending_metrics.append((row["step"], {k: v for k, v in row.items() if k != "step"}))
-            table = f"generations/step-{row['step']:05d}.json"
-            if step_file(generations, row["step"]).exists() and table not in sent_tables:
+            records = step_file(generations, row["step"])
+            if records.exists() and str(records.resolve()) not in sent_tables:
                 self._pending_tables.append(row["step"])
         for folder in sorted(permanent_root(self.run.run_dir).glob("step-*")):
             if f"checkpoints/permanent/{folder.name}" not in sent_versions:
@@ -107,14 +110,24 @@ class RunCallback(TrainerCallback):
         for step, row in self._pending_metrics:
             tracker.log_metrics(row, step=step)
         if self.run.log_tables:
-            for step in self._pending_tables:
-                tracker.log_table_file(
-                    step_file(self.run.recorder.generations_dir, step), f"generations/step-{step:05d}.json"
-                )
+            for first, last in sorted({block_bounds(step) for step in self._pending_tables}):
+                files = _block_files(self.run.recorder.generations_dir, first, last)
+                tracker.log_table_files(files, generations_table(first))
         for step, path in self._pending_permanent:
             version = tracker.register_model_version(
                 self.run.registered_model_name, path, f"checkpoints/permanent/step-{step}",
-                {**self.run.version_tags, "step": step},
+                {**self.run.version_tags, "step": step}, self.run.describe_version(step),
             )
             self.run.registered_versions[step] = version
         self._pending_metrics, self._pending_tables, self._pending_permanent = [], [], []
+
+
+def _block_files(generations_dir: Path, first: int, last: int) -> list[Path]:
+    """The step files of one generation table's block of steps, in step order (a table is always
+    rewritten whole from them, so sending it again cannot duplicate a row)."""
+    return [path for step in range(first, last + 1) if (path := step_file(generations_dir, step)).exists()]
+
+
+def _tabled_step_files(events: list[dict[str, Any]]) -> set[str]:
+    """Step files some table event of the event log already carried to MLflow."""
+    return {path for e in events if e["event"] == "table" for path in e.get("paths") or [e.get("path")] if path}

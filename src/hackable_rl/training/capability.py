@@ -7,7 +7,7 @@ a pretrained model.source, the gate samples `capability.k` completions for each 
 validation prompts with the rollout settings (`generation`), judges them with the strict clean judge
 (the check the correctness reward makes), and refuses to train when pass@k is below
 `capability.min_pass_at_k`, unless `capability.force`. The result goes to `<run>/capability.json`,
-run.json (`capability`) and the MLflow run (`capability/*` metrics, capability.json).
+run.json (`capability`) and the MLflow run (capability.json, and its tags `capability.*`).
 
 The tiny model is not gated: its warm start aims at a validation accuracy band instead.
 """
@@ -163,9 +163,10 @@ def check_capability(
 
 
 def log_capability(tracker: Any, record: dict[str, Any] | None) -> None:
-    """The gate's result in the MLflow run: `capability/*` metrics and capability.json."""
+    """The gate's result in the MLflow run: capability.json, and its numbers as tags (columns in the
+    runs table) rather than single-point charts."""
     if record is None:
         return
     numbers = {key: record[key] for key in ("pass_at_1", "pass_at_k", "mixed_groups", "prompts", "k")}
-    tracker.log_metrics({f"capability/{key}": value for key, value in numbers.items()}, step=0)
+    tracker.set_tags({f"capability.{key}": value for key, value in numbers.items()})
     tracker.log_dict(record, RESULT_FILE)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.storage import Storage, file_sha256
-from hackable_rl.tracking.provenance import config_hash, dvc_experiment, git_state
+from hackable_rl.tracking.provenance import config_hash, dvc_experiment, dvc_lock_hash, git_state
 
 if TYPE_CHECKING:
     from hackable_rl.models.loading import PolicySource
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 class RunIdentity:
     run_name: str
     method: str
+    condition: str  # clean | corrupted (`ExperimentConfig.condition`)
     corruption_channel: str
     corruption_rate: float
     seed: int
@@ -39,6 +40,7 @@ class RunIdentity:
         return cls(
             run_name=config.run_name,
             method=config.method,
+            condition=config.condition,
             corruption_channel=config.corruption.channel,
             corruption_rate=config.corruption.rate,
             seed=config.seed,
@@ -54,12 +56,14 @@ class RunIdentity:
         git = git_state()
         return {
             "method": self.method,
+            "condition": self.condition,
             "corruption.channel": self.corruption_channel,
             "corruption.rate": self.corruption_rate,
             "seed": self.seed,
             "git_sha": git["git_sha"],
             "git_dirty": git["git_dirty"],
             "dvc_experiment": dvc_experiment(),
+            "dvc_lock_sha256": dvc_lock_hash(),
             "config_hash": self.config_hash,
             "dataset": self.dataset,
             "dataset_manifest_sha256": self.dataset_manifest_sha256,
@@ -82,10 +86,19 @@ class RunIdentity:
         return {
             "run_id": run_id,
             "method": self.method,
+            "condition": self.condition,
+            "corruption.channel": self.corruption_channel,
             "corruption.rate": self.corruption_rate,
             "seed": self.seed,
             "run_name": self.run_name,
         }
+
+    def version_description(self, step: int) -> str:
+        """The first line of a registered checkpoint's description (an evaluation adds its numbers)."""
+        return (
+            f"Step {step} of run {self.run_name}: {self.method}, training verifier {self.corruption_channel} "
+            f"at rate {self.corruption_rate:g} ({self.condition}), seed {self.seed}, from {self.base_model}."
+        )
 
 
 def _policy_reference(source: PolicySource) -> str:

@@ -21,8 +21,9 @@ from hackable_rl.config import ExperimentConfig, flatten_config
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
 from hackable_rl.storage import Storage
+from hackable_rl.summaries import train_description
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
-from hackable_rl.tracking.provenance import hardware, package_versions
+from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
 from hackable_rl.tracking.tracker import merge_versions, registered_versions
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
@@ -181,6 +182,9 @@ def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, id
     tracker.log_artifact(run_dir / "config.yaml")
     tracker.set_tags(identity.tags())
     tracker.log_dict({"packages": package_versions(), "hardware": hardware()}, "environment.json")
+    dataset = dataset_input(Storage.of(config.storage).dataset_dir(config.data.name), "train")
+    if dataset is not None:
+        tracker.log_dataset(**dataset, context="training")
     _log_payoff(config, tracker, run_dir)
 
 
@@ -206,9 +210,10 @@ def _run_context(run: _Run) -> RunContext:
         permanent_steps=set(config.trainer.permanent_steps),
         config_hash=run.identity.config_hash,
         base_model=run.identity.base_model,
-        registered_model_name=config.tracking.registered_model_name,
+        registered_model_name=config.registered_model,
         version_tags=run.identity.version_tags(run.tracker.run_id),
         log_tables=config.tracking.log_generation_tables,
+        describe_version=run.identity.version_description,
     )
 
 
@@ -264,6 +269,8 @@ def _train(run: _Run, trainer: Any) -> None:
     """TRL's loop, from the resumable checkpoint when resuming. A failure (an interrupt included)
     marks run.json and the MLflow run failed before it propagates."""
     checkpoint = run.start.checkpoint
+    if run.config.tracking.log_system_metrics:
+        run.tracker.start_system_metrics(resumed=checkpoint is not None)
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except BaseException:
@@ -278,9 +285,11 @@ def _train(run: _Run, trainer: Any) -> None:
 def _finish(
     run: _Run, final_step: int, seconds: float, registered: dict[int, str | None], metrics_out: Path | None
 ) -> TrainResult:
-    """The summary (MLflow `final/*`, train.json), run.json's final state and the training curve."""
+    """The summary (train.json; in MLflow `summary/train.json` and the run's description, not
+    single-point metrics, so the run's charts are its curves), run.json's final state and the curve."""
     final = summarise_curve(run.recorder.metrics_rows(), final_step, seconds)
-    run.tracker.log_metrics({f"final/{k}": v for k, v in final.items() if k != "step"}, step=final_step)
+    run.tracker.log_dict(final, "summary/train.json")
+    run.tracker.update_description("Training", train_description(final, run.identity))
     run.tracker.end("FINISHED")
     info = {
         **run.info,

@@ -1,0 +1,181 @@
+"""Results where researchers look, in MLflow: generation tables in blocks of steps, run descriptions,
+the experiment's kind, `hackable-rl ui`, and provenance that ignores what DVC itself writes."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+from typer.testing import CliRunner
+
+from hackable_rl.cli import app
+from hackable_rl.config import load_config
+from hackable_rl.jsonl import append_jsonl, read_jsonl
+from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_state
+from hackable_rl.tracking.store import tracking_uri
+from hackable_rl.tracking.tables import block_bounds, generations_table
+from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, start_tracker, with_section
+
+
+def _store(tmp_path: Path) -> tuple[MlflowClient, str, str]:
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("results", artifact_location=(tmp_path / "artifacts").as_uri())
+    return client, experiment, client.create_run(experiment).info.run_id
+
+
+def _listed_tables(client: MlflowClient, run_id: str) -> list[str]:
+    return [entry["path"] for entry in json.loads(client.get_run(run_id).data.tags["mlflow.loggedArtifacts"])]
+
+
+def _table_rows(client: MlflowClient, run_id: str, artifact: str, folder: Path) -> list[dict]:
+    table = json.loads(Path(client.download_artifacts(run_id, artifact, str(folder))).read_text())
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
+
+
+def test_blocks_of_fifty_steps_name_their_tables():
+    assert block_bounds(1) == (1, 50) and block_bounds(50) == (1, 50) and block_bounds(51) == (51, 100)
+    assert generations_table(130) == "generations/steps-00101-00150.json"
+
+
+def test_every_steps_records_are_rows_of_a_block_table_and_a_resume_sends_none_twice(tmp_path):
+    from hackable_rl.training.callback import RunCallback, RunContext
+    from hackable_rl.training.records import GenerationRecorder, step_file
+
+    client, _, run_id = _store(tmp_path)
+    run_dir = tmp_path / "run"
+    recorder = GenerationRecorder(run_dir)
+    for step in range(1, 121):
+        append_jsonl(step_file(recorder.generations_dir, step), [{"step": step, "sample": i} for i in range(2)])
+        recorder.append_metrics(step, {"judge/correctness": 0.5})
+    context = RunContext(
+        run_dir=run_dir, recorder=recorder, tracker=Tracker(client, run_id, run_dir / EVENT_LOG_NAME, "sqlite"),
+        tokenizer=None, permanent_steps=set(), config_hash="h", base_model="tiny", registered_model_name="m",
+        version_tags={}, log_tables=True, describe_version=str,
+    )
+    callback = RunCallback(context)
+    callback._pending_tables = list(range(1, 101))  # checkpoint 100 ...
+    callback.flush_to_tracker()
+    callback._pending_tables = list(range(101, 121))  # ... and the end
+    callback.flush_to_tracker()
+
+    tables = _listed_tables(client, run_id)
+    assert tables == [generations_table(1), generations_table(51), generations_table(101)]
+    steps = [row["step"] for table in tables for row in _table_rows(client, run_id, table, tmp_path / "dl")]
+    assert steps == [step for step in range(1, 121) for _ in range(2)]
+
+    resumed = RunCallback(context)  # resumed from checkpoint 120 after a kill: every table was sent
+    resumed.catch_up(read_jsonl(run_dir / EVENT_LOG_NAME), 120)
+    assert resumed._pending_tables == []
+
+
+def test_description_sections_are_replaced_by_title_and_keep_the_rest():
+    text = with_section("", "Training", "200 steps")
+    text = with_section(text, "Evaluation, step-200", "pass@1 0.8")
+    text = with_section(text, "Training", "201 steps")
+    assert text == "### Evaluation, step-200\npass@1 0.8\n\n### Training\n201 steps\n"
+    assert with_section("written by hand", "Training", "x") == "written by hand\n\n### Training\nx\n"
+
+
+def test_the_experiment_is_marked_as_model_training_unless_the_user_chose(tmp_path, monkeypatch):
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
+                                      "tracking": {"experiment_name": "kind"}}))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = load_config(params)
+    start_tracker(config, "a", "train").end()
+    client = MlflowClient(tracking_uri(config.storage.cache_dir))
+    experiment = client.get_experiment_by_name("kind")
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    client.set_experiment_tag(experiment.experiment_id, "mlflow.experimentKind", "genai_development")
+    start_tracker(config, "b", "train").end()
+    assert client.get_experiment_by_name("kind").tags["mlflow.experimentKind"] == "genai_development"
+
+
+def test_ui_prints_the_runs_table_and_refuses_a_taken_port_in_one_line(tmp_path, monkeypatch):
+    from hackable_rl.tracking.server import runs_table_url
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
+                                      "tracking": {"experiment_name": "ui"}}))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = load_config(params)
+    assert runs_table_url(config, 5001) == "http://127.0.0.1:5001/"  # no experiment yet: the home page
+    start_tracker(config, "a", "train").end()
+    experiment_id = MlflowClient(tracking_uri(config.storage.cache_dir)).get_experiment_by_name("ui").experiment_id
+    url = runs_table_url(config, 5001)
+    assert url == f"http://127.0.0.1:5001/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["ui", "--config", str(params), "--port", str(port)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and f"127.0.0.1:{port} is already in use" in result.output
+
+
+def _git(folder: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
+
+
+def test_git_dirty_ignores_what_dvc_writes_and_the_dvc_lock_is_hashed(tmp_path, monkeypatch):
+    stages = {"stages": {
+        "train": {"cmd": "x", "outs": ["reports"], "metrics": [{"metrics/eval.json": {"cache": False}}]},
+        "cell": {"matrix": {"rate": [0, 1]}, "cmd": "y", "outs": ["results/r${item.rate}/cell.json"]},
+    }}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(stages))
+    for name in ("dvc.lock", "reports/plot.txt", "metrics/eval.json", "results/r0/cell.json", "src/code.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("first\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    monkeypatch.chdir(tmp_path)
+    for name in ("dvc.lock", "reports/plot.txt", "metrics/eval.json", "results/r0/cell.json"):
+        (tmp_path / name).write_text("rewritten by dvc repro\n")
+
+    assert git_state()["git_dirty"] is False
+    assert dvc_lock_hash() == hashlib.sha256(b"rewritten by dvc repro\n").hexdigest()
+    (tmp_path / "src/code.py").write_text("changed\n")
+    assert git_state()["git_dirty"] is True
+
+
+def test_a_dataset_input_carries_the_manifest_hash_as_digest(tmp_path):
+    manifest = {"name": "arith", "outputs": {"train": {"file": "train.jsonl", "rows": 64, "sha256": "ab"}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    record = dataset_input(tmp_path, "train")
+    digest = hashlib.sha256((tmp_path / "manifest.json").read_bytes()).hexdigest()
+    assert record["name"] == "arith/train" and record["digest"] == digest[:32]
+    assert record["profile"] == {"rows": 64, "sha256": "ab", "manifest_sha256": digest}
+    assert dataset_input(tmp_path / "absent", "train") is None
+
+
+@pytest.mark.slow
+def test_a_201_step_run_has_every_steps_records_in_mlflow_tables(project, monkeypatch):
+    """201 steps (59 s on 2 quiet cores, 2.5 min on busy ones): five block tables, every record of every step."""
+    config = load_config("params.yaml", [
+        "trainer.max_steps=201", "trainer.save_steps=100", "trainer.permanent_steps=[201]",
+        "trainer.per_device_train_batch_size=4", "trainer.num_generations=2", "generation.max_new_tokens=4",
+    ])
+    from hackable_rl.training.run import run_training
+
+    result = run_training(config)
+    uri = tracking_uri(config.storage.cache_dir)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # load_table searches runs through the default store
+    client = MlflowClient(uri)
+    run = client.get_run(result.run_id)
+    tables = _listed_tables(client, result.run_id)
+    assert tables == [generations_table(first) for first in (1, 51, 101, 151, 201)]
+    steps = []
+    for table in tables:
+        steps += client.load_table(run.info.experiment_id, table, run_ids=[result.run_id])["step"].tolist()
+    assert steps == [step for step in range(1, 202) for _ in range(4)]
+    if importlib.util.find_spec("psutil") is not None:  # system metrics are on when psutil is installed
+        assert any(key.startswith("system/") for key in run.data.metrics)
