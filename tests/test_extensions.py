@@ -56,7 +56,9 @@ def test_plugins_for_every_extension_point_train_and_evaluate(project, monkeypat
         assert record["optimised_reward"] == pytest.approx(record["reward"] - 0.5 * record["U"])
         assert record["method"] == "extension_plugin:half_penalty"
 
-    evaluated = runner.invoke(app, ["eval", "--model", str(run_dir / "checkpoints/permanent/step-2"), *args])
+    evaluated = runner.invoke(
+        app, ["eval", "--model", str(run_dir / "checkpoints/permanent/step-2"), "--metrics-dir", "metrics", *args]
+    )
     assert evaluated.exit_code == 0, evaluated.output
     metrics = json.loads((project / "metrics/eval.json").read_text())
     samples = read_jsonl(next((project / "cache/artifacts/eval").glob("*/base/generations.jsonl")))
