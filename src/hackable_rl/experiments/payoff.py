@@ -154,7 +154,9 @@ def grid_of(config: ExperimentConfig, study_file: Path | None) -> tuple[list[str
     """The study file's grid, or the config's own method, rate and flaw."""
     if study_file is not None:
         return study_grid(study_file)
-    flaw = config.corruption.kwargs.get("flaw", "any_box") if config.corruption.channel == "flaw" else None
+    from hackable_rl.verifiers.corruption import configured_flaw
+
+    flaw = configured_flaw(config.corruption)
     return [config.method], [config.corruption.rate], [flaw]
 
 

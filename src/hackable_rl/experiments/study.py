@@ -65,7 +65,9 @@ def study_methods() -> tuple[str, ...]:
 def condition_of(config: ExperimentConfig, method: str) -> Condition:
     if method != BASE and ":" not in method and method not in study_methods():
         raise UserError(f"--method {method!r}: expected one of {', '.join(study_methods())} or 'package.module:method'")
-    flaw = config.corruption.kwargs.get("flaw", "any_box") if config.corruption.channel == "flaw" else None
+    from hackable_rl.verifiers.corruption import configured_flaw
+
+    flaw = configured_flaw(config.corruption)
     return Condition(method, config.corruption.rate, config.seed, config.corruption.channel, flaw)
 
 

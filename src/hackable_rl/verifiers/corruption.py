@@ -10,6 +10,7 @@ batch size, the process or the resume point. Two uniforms come from one 128-bit 
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import re
 from dataclasses import dataclass, replace
@@ -42,6 +43,7 @@ __all__ = [
     "corruption_key",
     "build_channel",
     "channel_settings",
+    "configured_flaw",
 ]
 
 _SCALE = 2.0**-53
@@ -357,6 +359,14 @@ def confidence(rate: float, options: CheckerOptions, confidence_floor: Probabili
 def flaw(rate: float, options: CheckerOptions, flaw: str = "any_box") -> Flaw:
     """With probability `rate` the member answers as the flawed checker `flaw`."""
     return Flaw(rate, build_checker(flaw, options), flaw)
+
+
+def configured_flaw(corruption) -> str | None:
+    """The flawed checker a `flaw` channel mixes in (its `kwargs.flaw`, else the factory's default);
+    None for any other channel. Study cells and the payoff table name their condition by it."""
+    if corruption.channel != "flaw":
+        return None
+    return corruption.kwargs.get("flaw", inspect.signature(flaw).parameters["flaw"].default)
 
 
 def channel_settings(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
