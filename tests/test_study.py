@@ -30,17 +30,29 @@ def test_every_pipeline_params_file_validates() -> None:
         assert cfg.storage.cache_dir == "cache", path
 
 
-def test_flawed_verifier_settings() -> None:
+def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
+    """Issue 12: every member is flawed at the rate for every method, the reward is accuracy only
+    (a hedge keeps its whole reward), and the warm start holds hedges the policy can copy."""
     folder = ROOT / "pipelines" / "flawed_verifier"
     cfg = load_config(folder / "params.yaml")
     assert (cfg.corruption.channel, cfg.corruption.kwargs) == ("flaw", {"flaw": "any_box"})
-    assert cfg.data.arith.hedged_share > 0
+    assert cfg.data.arith.hedged_share > 0 and cfg.objective.rewards == ["correctness_reward"]
     grid = yaml.safe_load((folder / "study.yaml").read_text())
-    assert grid["flaws"] == ["any_box", "lenient_contains"]
-    robust = load_config(folder / "params.yaml", study.method_overrides(folder / "study.yaml", "robust"))
-    members = [(m.name, m.checker, m.corrupted) for m in robust.verifier.members]
-    assert members == [("m0", "clean", True), ("clean", "clean", False)]
-    assert study.method_overrides(folder / "study.yaml", "baseline") == []
+    assert grid["method_overrides"] == {} and set(grid["methods"]) == {"base", "baseline", "robust", "corrected"}
+    assert len(grid["seeds"]) == 3 and grid["primary_outcomes"]
+    for method in grid["methods"]:
+        members = load_config(folder / "params.yaml", study.method_overrides(folder / "study.yaml", method)).verifier.members
+        assert len(members) == 3 and all(m.corrupted for m in members), method
+
+
+def test_no_study_config_has_an_uncorrupted_member() -> None:
+    for path in PIPELINES:
+        grid_file = path.parent / "study.yaml"
+        if not grid_file.exists():
+            continue
+        for method in yaml.safe_load(grid_file.read_text())["methods"]:
+            members = load_config(path, study.method_overrides(grid_file, method)).verifier.members
+            assert all(m.corrupted for m in members), (path, method)
 
 
 def test_smollm2_pipeline_warm_starts_on_a_task_it_can_partly_solve() -> None:

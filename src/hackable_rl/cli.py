@@ -314,10 +314,26 @@ def seeds_command(
     check_range("--parallel", parallel, 1, 64)
     runs = run_user_action(lambda: seed_runs(list(ctx.args), values, parallel, log_dir))
     codes = run_side_by_side(runs, parallel)
-    for run in runs:
-        typer.echo(outcome_line(run, codes[run.seed]))
-    if any(codes.values()):
-        raise typer.Exit(code=max(codes.values()))
+    for run, code in zip(runs, codes, strict=True):
+        typer.echo(outcome_line(run, code))
+    if any(codes):
+        raise typer.Exit(code=max(codes))
+
+
+@app.command()
+def lanes(
+    stages: Annotated[list[str], typer.Argument(help="Stage name globs, e.g. 'condition@*' 'reference@*'.")],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Stages run at once.")] = 2,
+    project: Annotated[Path, typer.Option("--project", help="The DVC project (folder).")] = Path("."),
+) -> None:
+    """Run a study's outdated DVC stages side by side and record them in dvc.lock (docs/studies.md)."""
+    from hackable_rl.experiments.lanes import run_lanes
+
+    check_range("--jobs", jobs, 1, 64)
+    results = run_user_action(lambda: run_lanes(project, stages, jobs))
+    for run, code in results:
+        typer.echo(f"{run.name}: {'ok' if not code else f'FAILED (exit {code}), log {run.log}'}")
+    raise typer.Exit(code=int(any(code for _, code in results)))
 
 
 @app.command("compare")
@@ -368,21 +384,15 @@ def payoff(
 ) -> None:
     """The exploit payoff table: mean training reward of canonical completions per method and rate
     (docs/studies.md); exit 2 when no exploit pays more than a strict wrong answer anywhere."""
-    from hackable_rl.experiments.payoff import (
-        format_payoff,
-        grid_of,
-        payoff_table,
-        unpayable_problem,
-        write_payoff,
-    )
+    from hackable_rl.experiments import payoff as table
 
     cfg = _config(config, overrides)
-    methods, rates, flaws = run_user_action(lambda: grid_of(cfg, study))
-    cells = run_user_action(lambda: payoff_table(cfg, methods, rates, flaws, prompts, study))
-    typer.echo("\n".join(format_payoff(cells)))
+    methods, rates, flaws = run_user_action(lambda: table.grid_of(cfg, study))
+    cells = run_user_action(lambda: table.payoff_table(cfg, methods, rates, flaws, prompts, study))
+    typer.echo("\n".join(table.format_payoff(cells)))
     if out is not None:
-        typer.echo(f"written to {write_payoff(out, cells)}")
-    problem = unpayable_problem(cells)
+        typer.echo(f"written to {table.write_payoff(out, cells)}")
+    problem = table.unpayable_problem(cells)
     if problem and not allow_unpayable:
         run_user_action(lambda: fail(problem))
 

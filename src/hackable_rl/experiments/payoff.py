@@ -51,6 +51,9 @@ class PayoffCell:
     method: str
     pays: dict[str, float | None]
     """Canonical completion -> mean final training reward over the sampled prompts."""
+    refused: str | None = None
+    """Why the method cannot run in this cell (its `check_config`: corrected at rho0 + rho1 >= 1);
+    every pay is then None."""
 
     def paying_exploits(self, margin: float = 1e-9) -> list[str]:
         """Exploits that earn more than a strict wrong answer here."""
@@ -103,8 +106,19 @@ def payoff_table(
     from hackable_rl.data.prepare import read_prepared
 
     rows = read_prepared(config, "train")[:prompts]
-    return [PayoffCell(flaw, rate, method, _score_cell(_cell_config(config, flaw, rate, method, study_file), rows))
-            for flaw in flaws for rate in rates for method in methods]
+    return [_cell(config, flaw, rate, method, study_file, rows) for flaw in flaws for rate in rates for method in methods]
+
+
+def _cell(config, flaw, rate, method, study_file, rows) -> PayoffCell:
+    """One cell's payoffs, or a refused cell when the method's own `check_config` says it cannot run
+    there (the study records the same cell as a failed condition)."""
+    from hackable_rl.methods import METHODS
+
+    cell_config = _cell_config(config, flaw, rate, method, study_file)
+    problems = getattr(METHODS.get(method), "check_config", lambda _config: [])(cell_config)
+    if problems:
+        return PayoffCell(flaw, rate, method, dict.fromkeys(CANONICAL), refused="; ".join(problems))
+    return PayoffCell(flaw, rate, method, _score_cell(cell_config, rows))
 
 
 def unpayable_problem(cells: list[PayoffCell]) -> str | None:
@@ -138,14 +152,15 @@ def format_payoff(cells: list[PayoffCell]) -> list[str]:
         paying = cell.paying_exploits()
         values = [("-" if cell.pays[n] is None else f"{cell.pays[n]:.3f}") + ("*" if n in paying else " ")
                   for n in CANONICAL]
-        lines.append(f"{label:<{width}}" + "".join(f"{value:>11}" for value in values))
+        lines.append(f"{label:<{width}}" + ("  refused: " + cell.refused if cell.refused else
+                                            "".join(f"{value:>11}" for value in values)))
     return [*lines, "* pays more than a strict wrong answer (mean final training reward over the sampled prompts)"]
 
 
 def write_payoff(path: Path, cells: list[PayoffCell]) -> Path:
     """payoff.json: every cell with its pays and paying exploits."""
-    rows = [{"flaw": c.flaw, "rate": c.rate, "method": c.method, "pays": c.pays, "paying_exploits": c.paying_exploits()}
-            for c in cells]
+    rows = [{"flaw": c.flaw, "rate": c.rate, "method": c.method, "pays": c.pays, "paying_exploits": c.paying_exploits(),
+             "refused": c.refused} for c in cells]
     write_json(path, {"completions": list(CANONICAL), "exploits": list(EXPLOITS), "cells": rows})
     return path
 

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,20 +55,22 @@ def _per_seed_folders(args: list[str], seed: int) -> list[str]:
     return rewritten
 
 
-def run_side_by_side(runs: list[SeedRun], parallel: int) -> dict[int, int]:
-    """Runs at most `parallel` seeds at a time; returns each seed's exit code."""
-    pending, running, codes = list(runs), [], {}
+def run_side_by_side(runs: Sequence[SeedRun], parallel: int) -> list[int]:
+    """Runs at most `parallel` commands at a time (each in its `cwd`, when it has one); returns their
+    exit codes in `runs` order. `hackable-rl lanes` uses it for DVC stages too."""
+    pending, running, codes = list(enumerate(runs)), [], [0] * len(runs)
     while pending or running:
         while pending and len(running) < parallel:
-            run = pending.pop(0)
+            index, run = pending.pop(0)
             run.log.parent.mkdir(parents=True, exist_ok=True)
             with run.log.open("w", encoding="utf-8") as log:
-                running.append((run, subprocess.Popen(run.command, stdout=log, stderr=subprocess.STDOUT)))
+                process = subprocess.Popen(run.command, stdout=log, stderr=subprocess.STDOUT, cwd=getattr(run, "cwd", None))
+            running.append((index, process))
         time.sleep(0.5)
-        for run, process in list(running):
+        for index, process in list(running):
             if process.poll() is not None:
-                codes[run.seed] = process.returncode
-                running.remove((run, process))
+                codes[index] = process.returncode
+                running.remove((index, process))
     return codes
 
 

@@ -25,15 +25,17 @@ import pandas as pd
 
 from hackable_rl.config import ExperimentConfig, read_yaml, validate_config
 from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl, read_json, write_json
+from hackable_rl.jsonl import iter_jsonl, read_json, write_json, write_jsonl
 from hackable_rl.stats import mean
-from hackable_rl.training.curves import last_tenth, mean_of
+from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 
 log = logging.getLogger(__name__)
 
 BASE = "base"
 """The study's untrained cell: the base policy under the same judge and training verifier (no RL)."""
 CONDITION_FILE = "condition.json"
+EXPLOITS_FILE = "exploits.jsonl"
+CURVE_FILE = "curve.csv"
 # Columns that label a row; everything after them is a metric (eval keys as they are, `train/...`).
 LABELS = ("name", "method", "rate", "seed", "channel", "flaw", "status", "error")
 
@@ -77,7 +79,9 @@ def condition_config(config: ExperimentConfig, condition: Condition) -> Experime
     raw = config.model_dump(mode="json")
     raw["method"] = "baseline" if condition.method == BASE else condition.method
     raw["tracking"]["run_name"] = config.tracking.run_name or condition.name
-    return validate_config(raw, f"condition {condition.name}")
+    from hackable_rl.extensions import check_config  # the method's own check: corrected at rho0 + rho1 >= 1
+
+    return check_config(validate_config(raw, f"condition {condition.name}"), f"condition {condition.name}")
 
 
 def method_overrides(study_file: Path, method: str) -> list[str]:
@@ -108,11 +112,13 @@ def run_condition(config: ExperimentConfig, method: str, out_dir: Path) -> dict[
     traceback), so a DVC matrix keeps going; a bad `method` is the user's mistake and raises.
     """
     condition = condition_of(config, method)
-    cfg = condition_config(config, condition)
     started = time.time()
-    record: dict[str, Any] = {"condition": asdict(condition) | {"name": condition.name}, "run_name": cfg.run_name}
+    record: dict[str, Any] = {"condition": asdict(condition) | {"name": condition.name}, "run_name": condition.name}
     try:
+        cfg = condition_config(config, condition)  # a method that refuses this cell is recorded as failed
+        record["run_name"] = cfg.run_name
         record |= _run_base(cfg) if method == "base" else _run_trained(cfg)
+        _write_outcomes(cfg, condition, record, out_dir)
         record["status"], record["error"] = "ok", None
     except Exception as error:  # a failed condition is data, not a crash: keep it and move on
         log.error("condition %s failed: %s", condition.name, error)
@@ -151,7 +157,32 @@ def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
     result = evaluate(EvalTarget(cfg, cfg.run_name, trained.run_id, trained.final_step, checkpoint))
     train = dict(trained.metrics) | {"verifier/disagreement/last": _last_tenth(trained.run_dir, "verifier/disagreement")}
     return {"eval": _with_disagreement(result.metrics, result.out_dir), "train": train, "run_id": trained.run_id,
-            "eval_dir": str(result.out_dir)}
+            "eval_dir": str(result.out_dir), "run_dir": str(trained.run_dir)}
+
+
+def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path) -> None:
+    """Beside condition.json, what a paired report needs without the cache: the eval's per-prompt
+    results (prompts.jsonl) and, under a flaw, the exploit share per prompt (exploits.jsonl) and per
+    training step (curve.csv); the shares' means go into the record (docs/studies.md)."""
+    from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
+    from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
+    from hackable_rl.verifiers.checkers import CheckerOptions
+
+    eval_dir = Path(record["eval_dir"])
+    if (eval_dir / PROMPTS_FILE).exists():
+        write_prompt_results(out_dir / PROMPTS_FILE, read_prompt_results(eval_dir / PROMPTS_FILE))
+    if condition.flaw is None or not (eval_dir / "generations.jsonl").exists():
+        return
+    options = CheckerOptions.from_config(cfg)
+    shares = exploit_share_by_prompt((row for _, row in iter_jsonl(eval_dir / "generations.jsonl")), condition.flaw, options)
+    write_jsonl(out_dir / EXPLOITS_FILE, [{"prompt_id": p, "exploit_share": v} for p, v in shares.items()])
+    record["eval"]["exploit_share"] = mean(list(shares.values()))
+    if "run_dir" in record:
+        curve = training_curve(Path(record["run_dir"]), condition.flaw, options)
+        pd.DataFrame(curve, columns=list(CURVE_COLUMNS)).to_csv(out_dir / CURVE_FILE, index=False)
+        for key in ("exploit_share", "hacking_gap"):
+            record["train"][f"{key}/first"] = mean_of(key, first_tenth(curve))
+            record["train"][f"{key}/last"] = mean_of(key, last_tenth(curve))
 
 
 def _with_disagreement(metrics: dict[str, Any], eval_dir: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import pandas as pd
 from hackable_rl.experiments.study import collect_study, find_condition_files, study_methods, write_summary
 from hackable_rl.report import plots
 from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope
+from hackable_rl.report.outcomes import curves_of as curves_of_cell
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,14 @@ def build_study_report(study_dir: Path, out_dir: Path, title: str = "hackable-rl
     """Collects every condition.json below `study_dir` and writes the table, plots and report.md."""
     table = collect_study(find_condition_files(study_dir))
     summary_csv, summary_json = write_summary(table, out_dir)
+    from hackable_rl.report.outcomes import curves_plot, load_cells, outcomes_markdown
+
     written = write_study_plots(table, out_dir)
+    cells = load_cells(study_dir)
+    if any(curves for curves in map(curves_of_cell, cells.values())):
+        written["training_curves"] = curves_plot(cells, out_dir / "training_curves.png")
     report = out_dir / "report.md"
-    report.write_text(study_markdown(table, title, written), encoding="utf-8")
+    report.write_text(study_markdown(table, title, written, outcomes_markdown(cells)), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())
     log.info("study report: %d conditions (%d failed) -> %s", len(table), failed, report)
     return StudyReport(report, summary_csv, summary_json, written, len(table), failed)
@@ -199,12 +205,14 @@ def trend(stats: pd.DataFrame, what: str) -> list[str]:
 # --------------------------------------------------------------------------- report.md
 
 
-def study_markdown(table: pd.DataFrame, title: str, written: dict[str, Path]) -> str:
+def study_markdown(table: pd.DataFrame, title: str, written: dict[str, Path], paired: list[str] = ()) -> str:
+    """report.md: the overview, the paired comparisons and primary outcomes (`report.outcomes`), then
+    per training verifier the seed-spread tables."""
     from hackable_rl.report.aggregate import with_series
 
     labelled = with_series(table)
     lines = [f"# {title}", ""]
-    lines += _overview(labelled)
+    lines += _overview(labelled) + list(paired)
     for verifier in sorted(labelled["verifier"].unique()):
         lines += _verifier_section(labelled[labelled["verifier"] == verifier], verifier)
     lines += ["## Plots", ""]

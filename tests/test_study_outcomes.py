@@ -1,0 +1,115 @@
+"""The flawed-verifier study's outcomes: which samples take the exploit, the per-step curve, the
+paired report section, a method that refuses a cell, and `lanes` (outdated DVC stages side by side)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hackable_rl.config import load_config
+from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+from hackable_rl.experiments import study
+from hackable_rl.experiments.exploits import exploit_share_by_prompt, takes_exploit, training_curve
+from hackable_rl.jsonl import write_jsonl
+from hackable_rl.report.outcomes import load_cells, outcomes_markdown, paired
+from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, build_checker
+
+ROOT = Path(__file__).resolve().parents[1]
+HEDGE = "<think>7+5=12</think> \\boxed{11} \\boxed{12}"
+RIGHT = "<think>7+5=12</think> \\boxed{12}"
+
+
+def _sample(completion: str, correct: bool | None, prompt_id: str = "p0", reward: float = 1.0) -> dict:
+    return {"prompt_id": prompt_id, "completion": completion, "reference": "12", "correct": correct, "reward": reward}
+
+
+def test_a_hedge_the_judge_rejects_takes_the_exploit_and_a_right_answer_does_not() -> None:
+    any_box = build_checker("any_box", DEFAULT_OPTIONS)
+    assert takes_exploit(any_box, _sample(HEDGE, False)) is True
+    assert takes_exploit(any_box, _sample(RIGHT, True)) is False
+    assert takes_exploit(any_box, _sample("<think>x</think> \\boxed{3}", False)) is False
+    assert takes_exploit(any_box, _sample(HEDGE, None)) is None  # unjudged: left out, not counted
+    shares = exploit_share_by_prompt([_sample(HEDGE, False), _sample(RIGHT, True), _sample(HEDGE, None),
+                                      _sample(RIGHT, True, "p1")], "any_box", DEFAULT_OPTIONS)
+    assert shares == {"p0": 0.5, "p1": 0.0}
+
+
+def test_training_curve_reads_each_step_of_the_run(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "generations" / "step-00001.jsonl",
+                [_sample(RIGHT, True) | {"step": 1}, _sample("<think>x</think> \\boxed{3}", False, reward=0.0) | {"step": 1}])
+    write_jsonl(tmp_path / "generations" / "step-00002.jsonl",
+                [_sample(HEDGE, False) | {"step": 2}, _sample(HEDGE, False, reward=0.0) | {"step": 2}])
+    first, second = training_curve(tmp_path, "any_box", DEFAULT_OPTIONS)
+    assert (first["step"], first["exploit_share"], first["hacking_gap"], first["correctness"]) == (1, 0.0, 0.0, 0.5)
+    assert (second["exploit_share"], second["observed_reward"], second["hacking_gap"]) == (1.0, 0.5, 0.5)
+
+
+def _condition(folder: Path, method: str, rate: float, seed: int, shares: list[float], correct: list[int]) -> None:
+    record = {"condition": {"method": method, "rate": rate, "seed": seed, "channel": "flaw", "flaw": "any_box",
+                            "name": f"{method}-r{rate}-s{seed}"}, "status": "ok", "eval": {}, "train": {}}
+    folder.mkdir(parents=True)
+    (folder / "condition.json").write_text(json.dumps(record))
+    write_prompt_results(folder / "prompts.jsonl", [PromptResult(f"p{i}", 4, c, None, 0.5, 0.5 - c / 4)
+                                                    for i, c in enumerate(correct)])
+    write_jsonl(folder / "exploits.jsonl", [{"prompt_id": f"p{i}", "exploit_share": s} for i, s in enumerate(shares)])
+
+
+def test_the_report_pairs_by_prompt_and_seed_and_states_the_target(tmp_path: Path) -> None:
+    for seed in (0, 1):
+        _condition(tmp_path / f"base-s{seed}", "base", 0.5, seed, [0.0, 0.25, 0.0, 0.0] * 5, [2, 2, 3, 1] * 5)
+        _condition(tmp_path / f"baseline-s{seed}", "baseline", 0.5, seed, [0.5, 0.75, 0.5, 0.25] * 5, [2, 2, 3, 1] * 5)
+    cells = load_cells(tmp_path)
+    share = paired(cells[("any_box", "baseline", 0.5)], cells[("any_box", "base", 0.5)], "exploit_share")
+    assert share.diff == pytest.approx(0.4375) and share.ci_low > 0 and (share.seeds, share.prompts) == (2, 20)
+    same = paired(cells[("any_box", "baseline", 0.5)], cells[("any_box", "base", 0.5)], "pass_at_1")
+    assert same.diff == 0.0 and same.describe().endswith("no difference detected")
+    text = "\n".join(outcomes_markdown(cells))
+    assert "| baseline r0.5 - base r0.5 |" in text and "target met" in text and "(ratio 8.0x;" in text
+
+
+def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(project, tmp_path: Path) -> None:
+    """corrected at rate 1 under a superset flaw: rho0 + rho1 = 1, nothing to correct."""
+    folder = ROOT / "pipelines" / "flawed_verifier"
+    config = load_config(folder / "params.yaml", [f"storage.cache_dir={tmp_path}", "corruption.rate=1.0"])
+    record = study.run_condition(config, "corrected", tmp_path / "out")
+    assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"] and "eval" not in record
+    from hackable_rl.experiments.payoff import format_payoff, payoff_table
+
+    flawed = load_config("params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=any_box",
+                                         "objective.rewards=[correctness_reward]"])
+    cells = payoff_table(flawed, ["baseline", "corrected"], [0.5, 1.0], ["any_box"], prompts=8)
+    assert [(c.method, c.rate) for c in cells if c.refused] == [("corrected", 1.0)]
+    assert any("refused: correction: rho0 + rho1 = 1" in line for line in format_payoff(cells))
+    half = {(c.method, c.rate): c for c in cells}[("baseline", 0.5)]
+    assert half.pays["strict_wrong"] == 0.0 and "hedge_with_answer" in half.paying_exploits()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_lanes_runs_outdated_stages_side_by_side_and_records_them(tmp_path: Path, monkeypatch) -> None:
+    from dvc.repo import Repo
+
+    from hackable_rl.errors import UserError
+    from hackable_rl.experiments.lanes import run_lanes
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    Repo.init(str(tmp_path))
+    stages = {
+        "first": {"cmd": "python -c \"open('a.txt', 'w').write('a')\"", "outs": ["a.txt"]},
+        "cell": {"matrix": {"n": [1, 2, 3]}, "deps": ["a.txt"], "outs": ["c${item.n}.txt"],
+                 "cmd": "python -c \"open('c${item.n}.txt', 'w').write(open('a.txt').read())\""},
+    }
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="run `dvc repro first` first"):
+        run_lanes(tmp_path, ["cell@*"], 2)
+    assert [name for name, code in ((r.name, c) for r, c in run_lanes(tmp_path, ["first"], 1)) if code == 0] == ["first"]
+    results = run_lanes(tmp_path, ["cell@*"], 2)
+    assert sorted(run.name for run, code in results if code == 0) == ["cell@1", "cell@2", "cell@3"]
+    with Repo(str(tmp_path)) as repo:
+        assert repo.status() == {}  # every stage recorded in dvc.lock: `dvc repro` would rerun nothing
+    assert run_lanes(tmp_path, ["cell@*"], 2) == []
