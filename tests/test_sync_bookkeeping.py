@@ -138,3 +138,27 @@ def test_sync_replays_block_tables_datasets_and_the_description(tmp_path, monkey
     ]
     assert [(d.dataset.name, d.dataset.digest) for d in run.inputs.dataset_inputs] == [("arith/train", "abc123")]
     assert run.data.tags["mlflow.note.content"] == "### Training\n1 step\n"
+
+
+def test_two_runs_logging_one_new_dataset_at_once_stay_online(tmp_path):
+    """`hackable-rl seeds` starts two runs side by side: both insert the same new dataset row, the
+    second insert fails on the unique key (seen with SQLite), and that run must not go offline."""
+    from hackable_rl.tracking.tracker import _log_input
+
+    class RacingClient:
+        calls = 0
+
+        def log_inputs(self, run_id, inputs):
+            RacingClient.calls += 1
+            if RacingClient.calls == 1:
+                raise RuntimeError("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id")
+
+    _log_input(RacingClient(), "run", "arith/train", "abc", "file:///x", "training", {"rows": 1})
+    assert RacingClient.calls == 2
+
+    class BrokenClient:
+        def log_inputs(self, run_id, inputs):
+            raise RuntimeError("disk I/O error")
+
+    with pytest.raises(RuntimeError, match="disk I/O error"):
+        _log_input(BrokenClient(), "run", "arith/train", "abc", "file:///x", "training", {"rows": 1})

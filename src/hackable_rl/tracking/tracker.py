@@ -270,7 +270,16 @@ def _log_input(
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     dataset = Dataset(name=name, digest=digest, source_type="local", source=source, profile=json.dumps(profile))
-    client.log_inputs(run_id, [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])])
+    inputs = [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])]
+    try:
+        client.log_inputs(run_id, inputs)
+    except Exception as error:
+        # Two runs started side by side (`hackable-rl seeds`) log the same new dataset at once: the
+        # store checks that it is absent, then inserts, so the second insert hits the unique key.
+        # The row exists now; logging again only links it to this run.
+        if "UNIQUE constraint" not in str(error):
+            raise
+        client.log_inputs(run_id, inputs)
 
 
 _NOTE_TAG = "mlflow.note.content"  # what the UI shows, and edits, as the run's description
