@@ -67,11 +67,17 @@ def test_smollm2_pipeline_warm_starts_on_a_task_it_can_partly_solve() -> None:
     assert outs[0] == f"cache/artifacts/runs/{cfg.run_name}"
 
 
-def test_study_grid_matches_spec_section_7() -> None:
-    grid = yaml.safe_load((ROOT / "pipelines" / "corruption_sweep" / "study.yaml").read_text())
-    assert grid["methods"] == ["base", "baseline", "robust"]
-    assert grid["rates"] == [0.0, 0.1, 0.2, 0.4, 0.6]
-    assert grid["seeds"] == [0, 1, 2]
+def test_flip_sweep_grid_has_its_controls_and_no_oracle() -> None:
+    folder = ROOT / "pipelines" / "corruption_sweep"
+    grid = yaml.safe_load((folder / "study.yaml").read_text())
+    assert grid["methods"] == ["base", "baseline", "robust", "corrected"]
+    assert max(grid["rates"]) <= 0.5 and grid["seeds"] == [0, 1, 2] and grid["reference"]["rate"] == 0.0
+    stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
+    assert "--set corruption.rate=0.5" in stages["control_random"]["cmd"]
+    assert "objective.rewards=[format_tag_reward]" in stages["control_format"]["cmd"]
+    assert all("tracking.run_name=control-" in stages[name]["cmd"] for name in ("control_random", "control_format"))
+    members = load_config(folder / "params.yaml").verifier.members
+    assert len(members) == 3 and all(m.corrupted for m in members)
 
 
 def test_condition_names_are_unique_per_cell(config) -> None:

@@ -49,14 +49,18 @@ def test_training_curve_reads_each_step_of_the_run(tmp_path: Path) -> None:
     assert (second["exploit_share"], second["observed_reward"], second["hacking_gap"]) == (1.0, 0.5, 0.5)
 
 
-def _condition(folder: Path, method: str, rate: float, seed: int, shares: list[float], correct: list[int]) -> None:
-    record = {"condition": {"method": method, "rate": rate, "seed": seed, "channel": "flaw", "flaw": "any_box",
-                            "name": f"{method}-r{rate}-s{seed}"}, "status": "ok", "eval": {}, "train": {}}
+def _condition(folder: Path, method: str, rate: float, seed: int, shares: list[float] | None, correct: list[int],
+               run_name: str | None = None) -> None:
+    flaw = "any_box" if shares is not None else None
+    record = {"condition": {"method": method, "rate": rate, "seed": seed, "channel": "flaw" if flaw else "flip",
+                            "flaw": flaw, "name": f"{method}-r{rate}-s{seed}"},
+              "run_name": run_name or f"{method}-r{rate}-s{seed}", "status": "ok", "eval": {}, "train": {}}
     folder.mkdir(parents=True)
     (folder / "condition.json").write_text(json.dumps(record))
     write_prompt_results(folder / "prompts.jsonl", [PromptResult(f"p{i}", 4, c, None, 0.5, 0.5 - c / 4)
                                                     for i, c in enumerate(correct)])
-    write_jsonl(folder / "exploits.jsonl", [{"prompt_id": f"p{i}", "exploit_share": s} for i, s in enumerate(shares)])
+    if shares is not None:
+        write_jsonl(folder / "exploits.jsonl", [{"prompt_id": f"p{i}", "exploit_share": s} for i, s in enumerate(shares)])
 
 
 def test_the_report_pairs_by_prompt_and_seed_and_states_the_target(tmp_path: Path) -> None:
@@ -70,6 +74,21 @@ def test_the_report_pairs_by_prompt_and_seed_and_states_the_target(tmp_path: Pat
     assert same.diff == 0.0 and same.describe().endswith("no difference detected")
     text = "\n".join(outcomes_markdown(cells))
     assert "| baseline r0.5 - base r0.5 |" in text and "target met" in text and "(ratio 8.0x;" in text
+
+
+def test_the_flip_report_sets_each_gain_beside_the_1_minus_2p_prediction(tmp_path: Path) -> None:
+    for seed in (0, 1):
+        _condition(tmp_path / f"base-s{seed}", "base", 0.2, seed, None, [1, 2, 1, 2] * 5)
+        _condition(tmp_path / f"ref-s{seed}", "baseline", 0.0, seed, None, [3, 4, 3, 4] * 5)
+        _condition(tmp_path / f"b-s{seed}", "baseline", 0.2, seed, None, [2, 3, 3, 3] * 5)
+        _condition(tmp_path / f"fmt-s{seed}", "baseline", 0.0, seed, None, [1, 2, 1, 2] * 5,
+                   run_name=f"control-format_only-s{seed}")
+    cells = load_cells(tmp_path)
+    assert ("control-format_only" in {key[1] for key in cells}) and len(cells) == 4
+    text = "\n".join(outcomes_markdown(cells))
+    assert "Clean reference gain over base: +0.500" in text
+    assert "| baseline r0.2 | +0.312 [" in text and "| +0.300 |" in text  # (1 - 0.4) x 0.5
+    assert "| control-format_only r0 | +0.000 [+0.000, +0.000], no difference detected | +0.000 |" in text
 
 
 def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(project, tmp_path: Path) -> None:

@@ -21,12 +21,14 @@ from hackable_rl.evaluation.paired import PROMPTS_FILE, bootstrap_mean_ci, read_
 from hackable_rl.experiments.study import CONDITION_FILE, CURVE_FILE, EXPLOITS_FILE, read_condition
 from hackable_rl.jsonl import iter_jsonl
 
-__all__ = ["Cells", "load_cells", "paired", "outcomes_markdown", "curves_of", "curves_plot"]
+__all__ = ["Cells", "load_cells", "paired", "outcomes_markdown", "curves_of", "curves_plot", "excess_gap"]
 
 Key = tuple[str | None, str, float]
 """(flaw, method, rate) of a study cell."""
 Cells = dict[Key, dict[int, Path]]
 """Each cell's condition folders by seed (ok conditions with a prompts.jsonl only)."""
+CONTROL_PREFIX = "control-"
+"""Run names of a study's control stages (`tracking.run_name=control-<name>-s<seed>`)."""
 METRICS = {"pass_at_1": "pass@1", "hacking_gap": "hacking gap", "exploit_share": "exploit share"}
 
 
@@ -37,9 +39,16 @@ def load_cells(study_dir: Path) -> Cells:
         condition = data["condition"]
         if data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
             continue
-        key = (condition.get("flaw"), condition["method"], float(condition["rate"]))
+        key = (condition.get("flaw"), _method_label(data), float(condition["rate"]))
         cells.setdefault(key, {})[int(condition["seed"])] = path.parent
     return cells
+
+
+def _method_label(data: dict) -> str:
+    """The condition's method, or `control-<name>` for a control stage (its run name says which:
+    the format-only control is baseline at rate 0 too, beside the clean reference)."""
+    run_name = str(data.get("run_name") or "")
+    return run_name.rsplit("-s", 1)[0] if run_name.startswith(CONTROL_PREFIX) else data["condition"]["method"]
 
 
 def per_prompt(folder: Path, metric: str) -> dict[str, float]:
@@ -161,9 +170,48 @@ def outcomes_markdown(cells: Cells) -> list[str]:
         lines.append(f"| {_cell_label(key)} | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in values)
                      + f" | {len(cell)} |")
     lines.append("")
-    if has_exploits:
-        lines += _primary_outcomes(cells)
+    lines += _primary_outcomes(cells) if has_exploits else _learning_gain(cells)
     return lines
+
+
+def excess_gap(cell: Mapping[int, Path], rate: float) -> float | None:
+    """The mean hacking gap minus p(1 - 2 pass@1): what flips at `rate` alone add to the observed
+    reward of a policy that is right a pass@1 share of the time (docs/metrics.md, "Excess gap")."""
+    gap, accuracy = policy_value(cell, "hacking_gap"), policy_value(cell, "pass_at_1")
+    return None if gap is None or accuracy is None else gap - rate * (1 - 2 * accuracy)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.3f}"
+
+
+def _learning_gain(cells: Cells) -> list[str]:
+    """Each trained cell's test gain over base (paired) beside the clean reference's gain scaled by
+    (1 - 2p): what random flips at rate p leave of the expected reward difference between a right
+    and a wrong answer (flip at p pays a right answer 1 - p and a wrong one p)."""
+    reference = next((v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"), None)
+    base = _base_of(cells, None, 0.0)[1]
+    if reference is None or base is None:
+        return []
+    clean_gain = paired(reference, base, "pass_at_1")
+    if clean_gain is None:
+        return []
+    lines = ["## Primary outcome: the learning gain against the flip rate (declared in study.yaml)", "",
+             f"Clean reference gain over base: {clean_gain.describe()}. Predicted gain at rate p: (1 - 2p) times it.",
+             "The excess gap is the hacking gap beyond the p(1 - 2 acc) that flips at p produce on a policy "
+             "of accuracy acc by themselves (docs/metrics.md): only the excess is what training added.",
+             "", "| cell | gain over base, pass@1 | (1 - 2p) x clean gain | excess gap | seeds |", "|---|---|---|---|---|"]
+    for key, cell in _sorted(cells):
+        flaw, method, rate = key
+        if method == "base" or (rate == 0.0 and method == "baseline"):
+            continue
+        gain = paired(cell, base, "pass_at_1")
+        label = _cell_label(key) + (" (inverted reward)" if rate > 0.5 else "")
+        # a control carries no correctness signal (random reward, or format alone): predicted gain 0
+        predicted = 0.0 if method.startswith(CONTROL_PREFIX) else (1 - 2 * rate) * clean_gain.diff
+        lines.append(f"| {label} | {gain.describe() if gain else 'n/a'} | {predicted:+.3f} "
+                     f"| {_fmt(excess_gap(cell, rate))} | {len(cell)} |")
+    return [*lines, ""]
 
 
 def _primary_outcomes(cells: Cells) -> list[str]:
