@@ -6,8 +6,8 @@ about 1.5x sooner than one after another (docs/results.md), so this runs each ma
 `cmd`, as DVC would (in its folder, console to `cache/logs/lanes/<stage>.log`), `--jobs` at a time,
 then `dvc commit`s every stage that exited 0: dvc.lock ends as `dvc repro` would leave it, and a
 later `dvc repro` reruns nothing. The stages' upstream (prepare, warm start, payoff) must be up to
-date first: `dvc repro payoff` does that. A stage's own thread count is its `torch_threads` param;
-the study files set 1.
+date first: `dvc repro warmstart payoff` does that. A stage's own thread count is its
+`torch_threads` param; the study files set 1.
 """
 
 from __future__ import annotations
