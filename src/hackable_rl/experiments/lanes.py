@@ -53,12 +53,16 @@ def outdated_stages(repo, patterns: list[str], log_dir: Path) -> list[StageRun]:
 def run_lanes(repo_dir: Path, patterns: list[str], jobs: int) -> list[tuple[StageRun, int]]:
     """Runs the outdated matching stages `jobs` at a time and commits each that succeeded; returns
     every stage with its exit code."""
+    from dvc.exceptions import NotDvcRepoError
     from dvc.repo import Repo
 
     from hackable_rl.experiments.seeds import run_side_by_side
 
-    with Repo(str(repo_dir)) as repo:
-        runs = outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
+    try:
+        with Repo(str(repo_dir)) as repo:
+            runs = outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
+    except NotDvcRepoError:
+        raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
     codes = run_side_by_side(runs, jobs)
     with Repo(str(repo_dir)) as repo:
         for run, code in zip(runs, codes, strict=True):

@@ -131,23 +131,25 @@ def _comparison_rows(cells: Cells, metrics: list[str]) -> list[str]:
     """The paired comparisons: each trained cell vs base (same flaw and rate) and vs the clean
     reference (rate 0), and each other method vs baseline at the same rate."""
     rows = []
-    reference = {k: v for k, v in cells.items() if k[2] == 0.0 and k[1] != "base"}
+    reference = {k: v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"}
     for key, cell in _sorted(cells):
         flaw, method, rate = key
         if method == "base":
             continue
         base_key, base = _base_of(cells, flaw, rate)
-        against = [(_cell_label(base_key) if base_key else "base", base)]
+        # (name, cell, same verifier): a gap is only compared under the verifier it was measured by
+        against = [(_cell_label(base_key) if base_key else "base", base, base_key is not None and base_key[2] == rate)]
         if rate != 0.0:
-            against += [(f"{_cell_label(k)} (reference)", v) for k, v in reference.items() if k[0] == flaw]
+            against += [(f"{_cell_label(k)} (reference)", v, False) for k, v in reference.items() if k[0] == flaw]
         if method != "baseline":
-            against.append((f"baseline r{rate:g}", cells.get((flaw, "baseline", rate))))
-        for name, other in against:
+            against.append((f"baseline r{rate:g}", cells.get((flaw, "baseline", rate)), True))
+        lower = sorted(k[2] for k in cells if k[0] == flaw and k[1] == method and 0.0 < k[2] < rate)
+        if lower:  # the same method at the lowest other rate: what raising the rate changed
+            against.append((f"{method} r{lower[0]:g}", cells[(flaw, method, lower[0])], False))
+        for name, other, same_verifier in against:
             if other is None:
                 continue
-            # a gap is read against the verifier it was measured under: only across equal rates
-            across_rates = rate == 0.0 or name.endswith("(reference)")
-            results = [None if metric == "hacking_gap" and across_rates else paired(cell, other, metric)
+            results = [None if metric == "hacking_gap" and not same_verifier else paired(cell, other, metric)
                        for metric in metrics]
             rows.append(f"| {_cell_label(key)} - {name} | "
                         + " | ".join(r.describe() if r else "n/a" for r in results) + f" | {len(cell)} |")
@@ -163,7 +165,9 @@ def outcomes_markdown(cells: Cells) -> list[str]:
     lines = ["## Paired comparisons on the test prompts (95% CI, paired by prompt and seed)", "",
              "| A - B | " + " | ".join(METRICS[m] for m in metrics) + " | seeds |",
              "|---|" + "---|" * (len(metrics) + 1)]
-    lines += _comparison_rows(cells, metrics) + [""]
+    lines += _comparison_rows(cells, metrics)
+    lines += ["", "n/a under hacking gap: a gap is compared only between policies scored by the same verifier "
+              "(the same rate).", ""]
     lines += ["| policy | " + " | ".join(METRICS[m] for m in metrics) + " | seeds |", "|---|" + "---|" * (len(metrics) + 1)]
     for key, cell in _sorted(cells):
         values = [policy_value(cell, metric) for metric in metrics]
