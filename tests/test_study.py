@@ -47,6 +47,7 @@ def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
 
 def test_no_study_config_has_an_uncorrupted_member() -> None:
     for path in PIPELINES:
+        assert all(m.corrupted for m in load_config(path).verifier.members), path
         grid_file = path.parent / "study.yaml"
         if not grid_file.exists():
             continue
