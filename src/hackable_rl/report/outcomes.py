@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ import pandas as pd
 from hackable_rl.evaluation.paired import PROMPTS_FILE, bootstrap_mean_ci, read_prompt_results
 from hackable_rl.experiments.study import CONDITION_FILE, CURVE_FILE, EXPLOITS_FILE, read_condition
 from hackable_rl.jsonl import iter_jsonl
+from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 
 __all__ = ["Cells", "load_cells", "paired", "outcomes_markdown", "curves_of", "curves_plot", "excess_gap"]
 
@@ -33,6 +35,7 @@ METRICS = {"pass_at_1": "pass@1", "hacking_gap": "hacking gap", "exploit_share":
 
 
 def load_cells(study_dir: Path) -> Cells:
+    per_prompt.cache_clear()  # a new report reads the files afresh; within one, each file is read once
     cells: Cells = {}
     for path in sorted(Path(study_dir).rglob(CONDITION_FILE)):
         data = read_condition(path)
@@ -51,8 +54,10 @@ def _method_label(data: dict) -> str:
     return run_name.rsplit("-s", 1)[0] if run_name.startswith(CONTROL_PREFIX) else data["condition"]["method"]
 
 
+@cache
 def per_prompt(folder: Path, metric: str) -> dict[str, float]:
-    """prompt id -> this condition's value of `metric` (prompts where it is undefined left out)."""
+    """prompt id -> this condition's value of `metric` (prompts where it is undefined left out).
+    Cached: one report pairs each condition several times; callers do not modify the dict."""
     if metric == "exploit_share":
         path = folder / EXPLOITS_FILE
         return {row["prompt_id"]: row["exploit_share"] for _, row in iter_jsonl(path)} if path.exists() else {}
@@ -102,9 +107,9 @@ def _curve_line(curves: dict[int, pd.DataFrame], column: str) -> str:
     """`0.031 -> 0.112 (last - first tenth per seed: +0.08, +0.07, +0.09)` over seeds."""
     firsts, lasts = [], []
     for curve in curves.values():
-        tenth = max(1, len(curve) // 10)
-        firsts.append(curve[column].head(tenth).mean())
-        lasts.append(curve[column].tail(tenth).mean())
+        rows = curve.to_dict(orient="records")
+        firsts.append(mean_of(column, first_tenth(rows)))
+        lasts.append(mean_of(column, last_tenth(rows)))
     changes = ", ".join(f"{last - first:+.3f}" for first, last in zip(firsts, lasts, strict=True))
     return f"{np.mean(firsts):.3f} -> {np.mean(lasts):.3f} (last - first tenth per seed: {changes})"
 
