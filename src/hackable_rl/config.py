@@ -486,6 +486,10 @@ class CorrectionConfig(Section):
     """Known noise rates for `method: corrected` (Cai et al. 2025): null takes them from the
     configured channel where it has known rates (flip, asymmetric, missing, confidence, none)."""
 
+    kind: Literal["backward", "forward"] = "backward"
+    """backward: the unbiased reward (r - rho0) / (1 - rho0 - rho1); forward: the score-function
+    weight r - (1 - rho1), with the group mean of that weight kept in the advantage (needs only rho1;
+    docs/methodology.md, "The known-rate correction")."""
     rho0: Probability | None = None
     """False-positive rate P(observed 1 | clean 0) of each corrupted member; null: the channel's."""
     rho1: Probability | None = None

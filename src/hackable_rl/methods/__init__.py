@@ -5,7 +5,9 @@ the optimised reward per completion ([N], NaN = missing), registered by name in 
 (`config.method` names it, or a `package.module:function`). Every method sees the same ensemble:
 the same members, the same corrupted verdicts, the same aggregate, disagreement and shaping.
 A method may carry `check_config(config) -> list[str]`, the problems that make it unusable under a
-config, which `hackable-rl validate` (every config load) reports. Adding one is one file here and
+config, which `hackable-rl validate` (every config load) reports, and `keeps_group_mean(config) ->
+bool`: true when its reward must enter GRPO's advantage without the group mean subtracted (the
+forward correction; `training/kept_mean.py`). Adding one is one file here and
 one test (docs/extending.md).
 """
 

@@ -1,16 +1,28 @@
-"""corrected: the backward correction of Cai et al. 2025 (arXiv 2510.00915) for known noise rates.
+"""corrected: the known-rate corrections of Cai et al. 2025 (arXiv 2510.00915), backward or forward.
 
 A corrupted member that pays a wrong answer with probability rho0 (false positive) and denies a
-right one with probability rho1 (false negative) has E[r_obs | r] = rho0 + (1 - rho0 - rho1) r, so
+right one with probability rho1 (false negative) has E[r_obs | r] = rho0 + (1 - rho0 - rho1) r.
+
+backward (`correction.kind: backward`, the default) optimises the unbiased estimate of the clean r,
 
     r_hat = (r_obs - rho0) / (1 - rho0 - rho1)
 
-is an unbiased estimate of its clean reward r (it leaves [0, 1]: a 1 becomes > 1, a 0 becomes < 0).
-Each corrupted member's reward is corrected, the uncorrupted ones are kept, and the configured
-aggregation combines them (unbiased for `mean`, which is linear). The rates come from
-`correction.rho0/rho1`, else from the channel where it knows them (`noise_rates()`: flip,
-asymmetric, missing, confidence); rho0 + rho1 >= 1 leaves nothing to correct (flip at 0.5 carries no
-signal) and is refused when the config loads. Only the backward correction is implemented here.
+(it leaves [0, 1]: a 1 becomes > 1, a 0 becomes < 0).
+
+forward weights each sample's score-function term by w1 = rho1 (observed 1) or w0 = rho1 - 1
+(observed 0), that is w = r_obs - (1 - rho1). Then E[w | r] = -(1 - rho0 - rho1)(1 - r), and since
+the score function has mean zero, E[w grad log pi] = (1 - rho0 - rho1) grad J: the clean gradient's
+direction, from rho1 alone. The weight is the advantage itself: GRPO's group mean would cancel the
+constant shift that makes it a correction (and leave baseline), so this method declares
+`keeps_group_mean` and training adds the group mean of w back to TRL's advantage (additive objectives
+only: there the other components are still group-centred). An uncorrupted member is forward-weighted
+with rho1 = 0 (w = r - 1).
+
+Each corrupted member is corrected, uncorrupted ones are kept (backward) or weighted with rho1 = 0
+(forward), and the configured aggregation combines them (exact for `mean`, which is linear). The
+rates come from `correction.rho0/rho1`, else from the channel where it knows them (`noise_rates()`:
+flip, asymmetric, missing, confidence); rho0 + rho1 >= 1 leaves nothing to correct (flip at 0.5
+carries no signal) and is refused when the config loads.
 """
 
 from __future__ import annotations
@@ -24,38 +36,76 @@ from hackable_rl.verifiers.ensemble import aggregate
 from hackable_rl.verifiers.training_verifier import EnsembleRewards
 
 
-def noise_rates(config) -> tuple[float, float] | None:
-    """(rho0, rho1) of every corrupted member: from `correction`, else the channel's; None if unknown."""
+def _known_rates(config) -> tuple[float | None, float | None]:
+    """(rho0, rho1) from `correction`, each filled from the channel's where it knows them."""
     rho0, rho1 = config.correction.rho0, config.correction.rho1
     if rho0 is not None and rho1 is not None:
         return rho0, rho1
     channel = build_channel(config.corruption, CheckerOptions.from_config(config))
     known = (0.0, 0.0) if channel is None else getattr(channel, "noise_rates", lambda: None)()
     if known is None:
-        return None
+        return rho0, rho1
     return (known[0] if rho0 is None else rho0), (known[1] if rho1 is None else rho1)
+
+
+def noise_rates(config) -> tuple[float, float] | None:
+    """(rho0, rho1) of every corrupted member: from `correction`, else the channel's; None if unknown."""
+    rho0, rho1 = _known_rates(config)
+    return None if rho0 is None or rho1 is None else (rho0, rho1)
 
 
 def check_config(config) -> list[str]:
     """Why `method: corrected` cannot run under `config` (nothing when it can)."""
+    if config.correction.kind == "forward":
+        return _forward_problems(config)
     rates = noise_rates(config)
     if rates is None:
         return [f"correction: channel {config.corruption.channel!r} has no known noise rates; "
                 "set correction.rho0 and correction.rho1 for method corrected"]
-    if rates[0] + rates[1] >= 1.0:
-        return [f"correction: rho0 + rho1 = {rates[0] + rates[1]:g} >= 1: the channel carries no signal "
+    return _no_signal(*rates)
+
+
+def _forward_problems(config) -> list[str]:
+    rho0, rho1 = _known_rates(config)
+    if rho1 is None:
+        return [f"correction: channel {config.corruption.channel!r} has no known false-negative rate; "
+                "set correction.rho1 for the forward correction"]
+    problems = [] if rho0 is None else _no_signal(rho0, rho1)
+    if config.objective.mode != "additive":
+        problems.append("correction.kind: forward adds the weight's group mean to an additive objective's "
+                        f"advantage; objective.mode is {config.objective.mode!r}")
+    if config.trainer.scale_rewards != "none":
+        problems.append("correction.kind: forward weights are advantages and must not be rescaled; "
+                        f"set trainer.scale_rewards: none (it is {config.trainer.scale_rewards!r})")
+    return problems
+
+
+def _no_signal(rho0: float, rho1: float) -> list[str]:
+    if rho0 + rho1 >= 1.0:
+        return [f"correction: rho0 + rho1 = {rho0 + rho1:g} >= 1: the channel carries no signal "
                 "to correct (flip at rate 0.5) or inverts it; method corrected needs rho0 + rho1 < 1"]
     return []
 
 
 @register_method("corrected")
 def corrected(ensemble: EnsembleRewards, config) -> np.ndarray:
-    """Each corrupted member's reward backward-corrected, then aggregated (`verifier.aggregation`)."""
-    rho0, rho1 = noise_rates(config)
+    """Each member's reward corrected (`correction.kind`), then aggregated (`verifier.aggregation`)."""
     corrupted = np.array([member.corrupted for member in config.verifier.members])  # [M]
-    unbiased = (ensemble.rewards - rho0) / (1.0 - rho0 - rho1)  # [N, M]; NaN (missing) stays NaN
-    rewards = np.where(corrupted[None, :], unbiased, ensemble.rewards)
+    if config.correction.kind == "forward":
+        rho1 = _known_rates(config)[1]
+        false_negative = np.where(corrupted, rho1, 0.0)[None, :]  # [1, M]: an uncorrupted member has none
+        rewards = ensemble.rewards - (1.0 - false_negative)  # w1 = rho1, w0 = rho1 - 1; NaN stays NaN
+    else:
+        rho0, rho1 = noise_rates(config)
+        unbiased = (ensemble.rewards - rho0) / (1.0 - rho0 - rho1)  # [N, M]; NaN (missing) stays NaN
+        rewards = np.where(corrupted[None, :], unbiased, ensemble.rewards)
     return aggregate(rewards, ensemble.confidences, config.verifier.aggregation)
 
 
+def keeps_group_mean(config) -> bool:
+    """True when the optimised reward enters the advantage whole (the forward weight)."""
+    return config.correction.kind == "forward"
+
+
 corrected.check_config = check_config
+corrected.keeps_group_mean = keeps_group_mean

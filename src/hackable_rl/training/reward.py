@@ -9,6 +9,7 @@ GRPO will use, and the independent judge's verdict (analysis only: it never reac
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,24 @@ def group_advantages(rewards: list[float], group_size: int, scale: str) -> list[
     return centred.reshape(-1).tolist()
 
 
+def group_means(values: list[float], group_size: int) -> list[float]:
+    """Each completion's group mean of `values` (what a method that keeps it adds to the advantage)."""
+    grouped = np.asarray(values, dtype=np.float64).reshape(-1, group_size)
+    return np.repeat(grouped.mean(axis=1), group_size).tolist()
+
+
+def kept_group_means(pipeline: Any, records: list[Any], group_size: int) -> list[float] | None:
+    """The group mean of the optimised reward (missing imputed) per completion when the method keeps
+    it in the advantage (`keeps_group_mean`, the forward correction); None for every other method."""
+    keeps = getattr(pipeline.method, "keeps_group_mean", None)
+    if keeps is None or not keeps(pipeline.config):
+        return None
+    fill = pipeline.config.trainer.missing_reward_value
+    optimised = [fill if record.optimised_reward is None or math.isnan(record.optimised_reward)
+                 else record.optimised_reward for record in records]
+    return group_means(optimised, group_size)
+
+
 class ObjectiveReward:
     """Callable with TRL's reward contract; `__name__` names its column in TRL's logs."""
 
@@ -54,6 +73,8 @@ class ObjectiveReward:
         self.group_size = group_size
         self.scale_rewards = scale_rewards
         self.count_tokens = count_tokens
+        self.kept_means: list[float] | None = None
+        """The last batch's group means to add to TRL's advantages, or None (training/run.py)."""
 
     def __call__(
         self,
@@ -68,6 +89,9 @@ class ObjectiveReward:
         metadata = [json.loads(text) for text in metadata_json]
         scored = self.pipeline.score(completions, prompts, id, reference, metadata)
         advantages = group_advantages(scored.rewards, self.group_size, self.scale_rewards)
+        self.kept_means = kept_group_means(self.pipeline, scored.records, self.group_size)
+        if self.kept_means is not None:  # the trainer adds them to TRL's advantages (training/run.py)
+            advantages = [value + kept for value, kept in zip(advantages, self.kept_means, strict=True)]
         records = [
             GenerationRecord(
                 step=None,

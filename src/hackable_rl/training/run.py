@@ -31,6 +31,7 @@ from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_
 from hackable_rl.training.console import quiet_trainer, silence_known_warnings, training_progress
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.identity import RunIdentity
+from hackable_rl.training.kept_mean import grpo_trainer_class
 from hackable_rl.training.records import GenerationRecorder
 from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.run_dir import CREATED_BY, Resume, RunStart, open_run_dir, record_config_change
@@ -221,15 +222,14 @@ def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
     """TRL's GRPOTrainer on the run's policy and prompts, rewarded by the objective, with the
     project's callback first (on resume it first queues what MLflow never received), then the
     console progress lines in place of the Trainer's own printing."""
-    from trl import GRPOTrainer
-
     callback = RunCallback(context)
     if run.start.step is not None:
         callback.catch_up(_event_log(run.run_dir), run.start.step)
     silence_known_warnings()
-    trainer = GRPOTrainer(
+    reward = _objective_reward(run)
+    trainer = grpo_trainer_class(reward)(
         model=run.model,
-        reward_funcs=[_objective_reward(run)],
+        reward_funcs=[reward],
         args=build_grpo_args(run.config, resume_dir(run.run_dir)),
         train_dataset=run.dataset,
         processing_class=run.tokenizer,
