@@ -16,7 +16,7 @@ from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments import study
 from hackable_rl.experiments.exploits import exploit_share_by_prompt, takes_exploit, training_curve
 from hackable_rl.jsonl import write_jsonl
-from hackable_rl.report.outcomes import load_cells, outcomes_markdown, paired
+from hackable_rl.report.outcomes import gain_plot, load_cells, outcomes_markdown, paired
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, build_checker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +89,10 @@ def test_the_flip_report_sets_each_gain_beside_the_1_minus_2p_prediction(tmp_pat
     assert "Clean reference gain over base: +0.500" in text
     assert "| baseline r0.2 | +0.312 [" in text and "| +0.300 |" in text  # (1 - 0.4) x 0.5
     assert "| control-format_only r0 | +0.000 [+0.000, +0.000], no difference detected | +0.000 |" in text
+    plotted = gain_plot(cells, tmp_path / "report" / "gain_vs_rate.png")
+    assert plotted.stat().st_size > 10_000  # drawn: the prediction line and three series
+    del cells[(None, "baseline", 0.0)]  # without the clean reference there is nothing to scale
+    assert gain_plot(cells, tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
 
 
 def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(project, tmp_path: Path) -> None:

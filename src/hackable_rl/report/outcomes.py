@@ -23,7 +23,8 @@ from hackable_rl.experiments.study import CONDITION_FILE, CURVE_FILE, EXPLOITS_F
 from hackable_rl.jsonl import iter_jsonl
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 
-__all__ = ["Cells", "load_cells", "paired", "outcomes_markdown", "curves_of", "curves_plot", "excess_gap"]
+__all__ = ["Cells", "load_cells", "paired", "outcomes_markdown", "curves_of", "curves_plot", "excess_gap",
+           "gain_plot"]
 
 Key = tuple[str | None, str, float]
 """(flaw, method, rate) of a study cell."""
@@ -221,6 +222,39 @@ def _learning_gain(cells: Cells) -> list[str]:
         lines.append(f"| {label} | {gain.describe() if gain else 'n/a'} | {predicted:+.3f} "
                      f"| {_fmt(excess_gap(cell, rate))} | {len(cell)} |")
     return [*lines, ""]
+
+
+def gain_plot(cells: Cells, path: Path) -> Path | None:
+    """Each trained method's test gain over base (paired, 95% CI whiskers) against the flip rate,
+    beside the (1 - 2p) x clean-gain prediction; None without a clean reference and a base."""
+    from hackable_rl.report.plots import _save, plt
+
+    reference = next((v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"), None)
+    base = _base_of(cells, None, 0.0)[1]
+    clean_gain = paired(reference, base, "pass_at_1") if reference and base else None
+    if clean_gain is None:
+        return None
+    figure, axes = plt.subplots(figsize=(6.5, 4))
+    rates = np.linspace(0.0, 0.5, 11)
+    axes.plot(rates, (1 - 2 * rates) * clean_gain.diff, color="grey", linestyle="--",
+              label="(1 - 2p) x clean gain (prediction)")
+    methods = sorted({k[1] for k in cells if k[1] != "base"})
+    for index, method in enumerate(methods):
+        points = sorted((k[2], paired(v, base, "pass_at_1")) for k, v in cells.items() if k[1] == method)
+        points = [(rate, gain) for rate, gain in points if gain is not None]
+        if not points:
+            continue
+        offset = (index - len(methods) / 2) * 0.006  # side by side at a shared rate
+        x = [rate + offset for rate, _ in points]
+        y = [gain.diff for _, gain in points]
+        error = [[g.diff - g.ci_low for _, g in points], [g.ci_high - g.diff for _, g in points]]
+        axes.errorbar(x, y, yerr=error, fmt="o", capsize=3, color=f"C{index % 10}",
+                      label="clean reference (p = 0)" if method == "baseline" and len(points) == 1 else method)
+    axes.axhline(0.0, color="black", linewidth=0.6)
+    axes.set(xlabel="flip rate p of every member", ylabel="test pass@1 gain over base (95% CI)",
+             title="learning gain against the flip rate")
+    axes.legend(fontsize=7)
+    return _save(figure, path)
 
 
 def _primary_outcomes(cells: Cells) -> list[str]:

@@ -45,12 +45,15 @@ def build_study_report(study_dir: Path, out_dir: Path, title: str = "hackable-rl
     """Collects every condition.json below `study_dir` and writes the table, plots and report.md."""
     table = collect_study(find_condition_files(study_dir))
     summary_csv, summary_json = write_summary(table, out_dir)
-    from hackable_rl.report.outcomes import curves_plot, load_cells, outcomes_markdown
+    from hackable_rl.report.outcomes import curves_plot, gain_plot, load_cells, outcomes_markdown
 
     written = write_study_plots(table, out_dir)
     cells = load_cells(study_dir)
     if any(curves for curves in map(curves_of_cell, cells.values())):
         written["training_curves"] = curves_plot(cells, out_dir / "training_curves.png")
+    no_flaw = all(flaw is None for flaw, _, _ in cells)  # random channels: the gain against the rate
+    if no_flaw and (gain := gain_plot(cells, out_dir / "gain_vs_rate.png")) is not None:
+        written["gain_vs_rate"] = gain
     report = out_dir / "report.md"
     report.write_text(study_markdown(table, title, written, outcomes_markdown(cells)), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())
