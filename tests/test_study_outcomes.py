@@ -136,3 +136,19 @@ def test_lanes_runs_outdated_stages_side_by_side_and_records_them(tmp_path: Path
     with Repo(str(tmp_path)) as repo:
         assert repo.status() == {}  # every stage recorded in dvc.lock: `dvc repro` would rerun nothing
     assert run_lanes(tmp_path, ["cell@*"], 2) == []
+
+
+def test_the_study_report_compares_under_both_judges_and_counts_their_disagreements(tmp_path: Path) -> None:
+    for method, strict, transferred in (("base", [1, 2] * 10, [1, 2] * 10), ("baseline", [3, 4] * 10, [2, 4] * 10)):
+        folder = tmp_path / method
+        _condition(folder, method, 0.2, 0, None, strict)
+        record = json.loads((folder / "condition.json").read_text())
+        record["eval"] = {"judges_disagree": 10, "transfer_n_judged": 80}
+        (folder / "condition.json").write_text(json.dumps(record))
+        write_prompt_results(folder / "prompts.jsonl", [PromptResult(f"p{i}", 4, c, None, 0.5, 0.5 - c / 4, 4, t)
+                                                        for i, (c, t) in enumerate(zip(strict, transferred))])
+    text = "\n".join(outcomes_markdown(load_cells(tmp_path)))
+    assert "| A - B | pass@1 | pass@1, transferred judge | hacking gap | seeds |" in text
+    # strict: (3 + 4) / 8 - (1 + 2) / 8 = +0.5; transferred: (2 + 4) / 8 - (1 + 2) / 8 = +0.375
+    assert "| baseline r0.2 - base r0.2 | +0.500 [+0.500, +0.500] | +0.375 [" in text
+    assert "| baseline r0.2 | 0.875 | 0.750 | -0.375 | 10 of 80 | 1 |" in text

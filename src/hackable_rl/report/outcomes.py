@@ -32,7 +32,8 @@ Cells = dict[Key, dict[int, Path]]
 """Each cell's condition folders by seed (ok conditions with a prompts.jsonl only)."""
 CONTROL_PREFIX = "control-"
 """Run names of a study's control stages (`tracking.run_name=control-<name>-s<seed>`)."""
-METRICS = {"pass_at_1": "pass@1", "hacking_gap": "hacking gap", "exploit_share": "exploit share"}
+METRICS = {"pass_at_1": "pass@1", "pass_at_1_transfer": "pass@1, transferred judge", "hacking_gap": "hacking gap",
+           "exploit_share": "exploit share"}
 
 
 def load_cells(study_dir: Path) -> Cells:
@@ -167,21 +168,36 @@ def outcomes_markdown(cells: Cells) -> list[str]:
     if not cells:
         return []
     has_exploits = any((folder / EXPLOITS_FILE).exists() for cell in cells.values() for folder in cell.values())
-    metrics = ["pass_at_1", "hacking_gap"] + (["exploit_share"] if has_exploits else [])
+    has_transfer = any(per_prompt(folder, "pass_at_1_transfer") for cell in cells.values() for folder in cell.values())
+    metrics = (["pass_at_1"] + (["pass_at_1_transfer"] if has_transfer else []) + ["hacking_gap"]
+               + (["exploit_share"] if has_exploits else []))
     lines = ["## Paired comparisons on the test prompts (95% CI, paired by prompt and seed)", "",
              "| A - B | " + " | ".join(METRICS[m] for m in metrics) + " | seeds |",
              "|---|" + "---|" * (len(metrics) + 1)]
     lines += _comparison_rows(cells, metrics)
     lines += ["", "n/a under hacking gap: a gap is compared only between policies scored by the same verifier "
-              "(the same rate).", ""]
-    lines += ["| policy | " + " | ".join(METRICS[m] for m in metrics) + " | seeds |", "|---|" + "---|" * (len(metrics) + 1)]
+              "(the same rate)."]
+    if has_transfer:
+        lines += ["The transferred judge (`evaluation.transfer_extract`, math-verify's parsing and equivalence) scores "
+                  "every sample a second time, from another verifier family than the strict judge and the training "
+                  "checkers; `judges disagree` counts the samples on which the two judges differ."]
+    lines += ["", "| policy | " + " | ".join(METRICS[m] for m in metrics) + (" | judges disagree" if has_transfer else "")
+              + " | seeds |", "|---|" + "---|" * (len(metrics) + 1 + has_transfer)]
     for key, cell in _sorted(cells):
         values = [policy_value(cell, metric) for metric in metrics]
         lines.append(f"| {_cell_label(key)} | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in values)
-                     + f" | {len(cell)} |")
+                     + (f" | {_disagreements(cell)}" if has_transfer else "") + f" | {len(cell)} |")
     lines.append("")
     lines += _primary_outcomes(cells) if has_exploits else _learning_gain(cells)
     return lines
+
+
+def _disagreements(cell: Mapping[int, Path]) -> str:
+    """`6 of 6000`: samples on which the strict and the transferred judge differ, over the cell's seeds."""
+    evals = [read_condition(folder / CONDITION_FILE).get("eval", {}) for folder in cell.values()]
+    if any(e.get("judges_disagree") is None or e.get("transfer_n_judged") is None for e in evals):
+        return "n/a"
+    return f"{sum(e['judges_disagree'] for e in evals)} of {sum(e['transfer_n_judged'] for e in evals)}"
 
 
 def excess_gap(cell: Mapping[int, Path], rate: float) -> float | None:
