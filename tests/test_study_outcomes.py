@@ -146,7 +146,7 @@ def test_the_study_report_compares_under_both_judges_and_counts_their_disagreeme
         record["eval"] = {"judges_disagree": 10, "transfer_n_judged": 80}
         (folder / "condition.json").write_text(json.dumps(record))
         write_prompt_results(folder / "prompts.jsonl", [PromptResult(f"p{i}", 4, c, None, 0.5, 0.5 - c / 4, 4, t)
-                                                        for i, (c, t) in enumerate(zip(strict, transferred))])
+                                                        for i, (c, t) in enumerate(zip(strict, transferred, strict=True))])
     text = "\n".join(outcomes_markdown(load_cells(tmp_path)))
     assert "| A - B | pass@1 | pass@1, transferred judge | hacking gap | seeds |" in text
     # strict: (3 + 4) / 8 - (1 + 2) / 8 = +0.5; transferred: (2 + 4) / 8 - (1 + 2) / 8 = +0.375
