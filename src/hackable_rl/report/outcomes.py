@@ -211,15 +211,19 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.3f}"
 
 
+def _clean_gain(cells: Cells) -> tuple[dict[int, Path] | None, Paired | None]:
+    """The base policy and the clean reference's (baseline at rate 0) paired pass@1 gain over it;
+    None for the gain when either is missing."""
+    reference = next((v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"), None)
+    base = _base_of(cells, None, 0.0)[1]
+    return base, (paired(reference, base, "pass_at_1") if reference and base else None)
+
+
 def _learning_gain(cells: Cells) -> list[str]:
     """Each trained cell's test gain over base (paired) beside the clean reference's gain scaled by
     (1 - 2p): what random flips at rate p leave of the expected reward difference between a right
     and a wrong answer (flip at p pays a right answer 1 - p and a wrong one p)."""
-    reference = next((v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"), None)
-    base = _base_of(cells, None, 0.0)[1]
-    if reference is None or base is None:
-        return []
-    clean_gain = paired(reference, base, "pass_at_1")
+    base, clean_gain = _clean_gain(cells)
     if clean_gain is None:
         return []
     lines = ["## Primary outcome: the learning gain against the flip rate (declared in study.yaml)", "",
@@ -245,9 +249,7 @@ def gain_plot(cells: Cells, path: Path) -> Path | None:
     beside the (1 - 2p) x clean-gain prediction; None without a clean reference and a base."""
     from hackable_rl.report.plots import _save, plt
 
-    reference = next((v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"), None)
-    base = _base_of(cells, None, 0.0)[1]
-    clean_gain = paired(reference, base, "pass_at_1") if reference and base else None
+    base, clean_gain = _clean_gain(cells)
     if clean_gain is None:
         return None
     figure, axes = plt.subplots(figsize=(6.5, 4))

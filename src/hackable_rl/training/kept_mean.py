@@ -17,8 +17,9 @@ def grpo_trainer_class(reward: Any) -> type:
     when the run's method keeps the group mean."""
     from trl import GRPOTrainer
 
-    keeps = getattr(reward.pipeline.method, "keeps_group_mean", None)
-    if keeps is None or not keeps(reward.pipeline.config):
+    from hackable_rl.training.reward import method_keeps_group_mean
+
+    if not method_keeps_group_mean(reward.pipeline):
         return GRPOTrainer
 
     class KeptMeanGRPOTrainer(GRPOTrainer):

@@ -41,11 +41,16 @@ def group_means(values: list[float], group_size: int) -> list[float]:
     return np.repeat(grouped.mean(axis=1), group_size).tolist()
 
 
+def method_keeps_group_mean(pipeline: Any) -> bool:
+    """Whether the pipeline's method declares `keeps_group_mean` and it holds under its config."""
+    keeps = getattr(pipeline.method, "keeps_group_mean", None)
+    return keeps is not None and bool(keeps(pipeline.config))
+
+
 def kept_group_means(pipeline: Any, records: list[Any], group_size: int) -> list[float] | None:
     """The group mean of the optimised reward (missing imputed) per completion when the method keeps
     it in the advantage (`keeps_group_mean`, the forward correction); None for every other method."""
-    keeps = getattr(pipeline.method, "keeps_group_mean", None)
-    if keeps is None or not keeps(pipeline.config):
+    if not method_keeps_group_mean(pipeline):
         return None
     fill = pipeline.config.trainer.missing_reward_value
     optimised = [fill if record.optimised_reward is None or math.isnan(record.optimised_reward)
