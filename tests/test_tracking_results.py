@@ -8,6 +8,7 @@ import importlib.util
 import json
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 from hackable_rl.cli import app
 from hackable_rl.config import load_config
 from hackable_rl.jsonl import append_jsonl, read_jsonl
+from hackable_rl.storage import Storage
 from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_state
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tables import block_bounds, generations_table
@@ -158,24 +160,31 @@ def test_a_dataset_input_carries_the_manifest_hash_as_digest(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_201_step_run_has_every_steps_records_in_mlflow_tables(project, monkeypatch):
-    """201 steps (59 s on 2 quiet cores, 2.5 min on busy ones): five block tables, every record of every step."""
-    config = load_config("params.yaml", [
+def test_a_201_step_run_prints_a_screenful_and_has_every_steps_records_in_mlflow_tables(project, monkeypatch):
+    """`hackable-rl train` for 201 steps in a real process whose output is a pipe, as under DVC (about
+    a minute on 2 quiet cores): at most 30 console lines (#14: "a 200-step training prints no more
+    than about 30 lines"), and five block tables holding every record of every step."""
+    overrides = [
         "trainer.max_steps=201", "trainer.save_steps=100", "trainer.permanent_steps=[201]",
         "trainer.per_device_train_batch_size=4", "trainer.num_generations=2", "generation.max_new_tokens=4",
-    ])
-    from hackable_rl.training.run import run_training
+    ]
+    command = [sys.executable, "-m", "hackable_rl", "train", *(arg for o in overrides for arg in ("--set", o))]
+    finished = subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=900)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    console = (finished.stdout + finished.stderr).splitlines()
+    assert len(console) <= 30, "\n".join(console)
 
-    result = run_training(config)
+    config = load_config("params.yaml", overrides)
+    run_id = json.loads((Storage.of(config.storage).run_dir(config.run_name) / "run.json").read_text())["mlflow_run_id"]
     uri = tracking_uri(config.storage.cache_dir)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # load_table searches runs through the default store
     client = MlflowClient(uri)
-    run = client.get_run(result.run_id)
-    tables = _listed_tables(client, result.run_id)
+    run = client.get_run(run_id)
+    tables = _listed_tables(client, run_id)
     assert tables == [generations_table(first) for first in (1, 51, 101, 151, 201)]
     steps = []
     for table in tables:
-        steps += client.load_table(run.info.experiment_id, table, run_ids=[result.run_id])["step"].tolist()
+        steps += client.load_table(run.info.experiment_id, table, run_ids=[run_id])["step"].tolist()
     assert steps == [step for step in range(1, 202) for _ in range(4)]
     if importlib.util.find_spec("psutil") is not None:  # system metrics are on when psutil is installed
         assert any(key.startswith("system/") for key in run.data.metrics)
