@@ -173,6 +173,7 @@ def test_a_201_step_run_prints_a_screenful_and_has_every_steps_records_in_mlflow
     assert finished.returncode == 0, finished.stderr[-2000:]
     console = (finished.stdout + finished.stderr).splitlines()
     assert len(console) <= 30, "\n".join(console)
+    assert not any("database tables" in line for line in console), "\n".join(console)  # MLflow's schema set-up
 
     config = load_config("params.yaml", overrides)
     run_id = json.loads((Storage.of(config.storage).run_dir(config.run_name) / "run.json").read_text())["mlflow_run_id"]

@@ -6,6 +6,7 @@ from `dvc exp run --queue` temporary workspaces land in the same store as `dvc r
 
 from __future__ import annotations
 
+import logging
 import os
 import urllib.error
 import urllib.parse
@@ -66,8 +67,12 @@ def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
 
 
 def quiet_local_transfers(uri: str) -> None:
-    """No "Downloading artifacts" / "Uploading artifacts" bars for a store on this machine: a local
-    copy takes milliseconds, yet each bar leaves a line (several per `eval --run-id`). A server keeps
+    """No "Downloading artifacts" / "Uploading artifacts" bars for a store on this machine (and no
+    schema lines for a new SQLite store): a local copy takes milliseconds, yet each bar leaves a line (several per `eval --run-id`). A server keeps
     them, where a transfer can take long. MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR set by the user wins."""
     if not uri.startswith(("http://", "https://", "databricks")):
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    if uri.startswith("sqlite:"):
+        # "Creating initial MLflow database tables..." and "Updating database tables": two lines the
+        # first time a store is opened, about MLflow's own schema; a failed migration still raises.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
