@@ -24,6 +24,7 @@ from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_st
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, start_tracker, with_section
+from hackable_rl.training.run_dir import read_run_info
 
 
 def _store(tmp_path: Path) -> tuple[MlflowClient, str, str]:
@@ -176,7 +177,7 @@ def test_a_201_step_run_prints_a_screenful_and_has_every_steps_records_in_mlflow
     assert not any("database tables" in line for line in console), "\n".join(console)  # MLflow's schema set-up
 
     config = load_config("params.yaml", overrides)
-    run_id = json.loads((Storage.of(config.storage).run_dir(config.run_name) / "run.json").read_text())["mlflow_run_id"]
+    run_id = read_run_info(Storage.of(config.storage).run_dir(config.run_name))["mlflow_run_id"]
     uri = tracking_uri(config.storage.cache_dir)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # load_table searches runs through the default store
     client = MlflowClient(uri)

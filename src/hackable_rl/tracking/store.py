@@ -68,8 +68,9 @@ def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
 
 def quiet_local_transfers(uri: str) -> None:
     """No "Downloading artifacts" / "Uploading artifacts" bars for a store on this machine (and no
-    schema lines for a new SQLite store): a local copy takes milliseconds, yet each bar leaves a line (several per `eval --run-id`). A server keeps
-    them, where a transfer can take long. MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR set by the user wins."""
+    schema lines for a new SQLite store): a local copy takes milliseconds, yet each bar leaves a line
+    (several per `eval --run-id`). A server keeps them, where a transfer can take long.
+    MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR set by the user wins."""
     if not uri.startswith(("http://", "https://", "databricks")):
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     if uri.startswith("sqlite:"):
