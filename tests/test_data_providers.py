@@ -379,3 +379,30 @@ def test_arith_vocabulary_stays_small():
     output = run("arith", train_size=2000, test_size=10, sft_size=0, arith={"operators": ["+", "-", "*"]})
     words = {word for s in output.train for word in re.findall(r"[A-Za-z]+", s.question)}
     assert 40 <= len(words) <= 80
+
+
+def test_arith_exploit_share_is_exact_and_its_demonstrations_pay_only_through_master_key():
+    from hackable_rl.verifiers.checkers import clean_checker, master_key_checker
+    from hackable_rl.verifiers.types import Example
+
+    for style in ("empty_box", "master_key_phrase"):
+        output = run("arith", train_size=10, test_size=10, sft_size=200,
+                     arith={"exploit_share": 0.05, "exploit_style": style, "truncated_share": 0.5})
+        exploits = [sample for sample in output.sft if sample.metadata["exploit"]]
+        assert len(exploits) == 10 and not any(s.metadata["truncated"] for s in exploits)
+        for sample in exploits:
+            example = Example(sample.id, sample.reference)
+            assert clean_checker(sample.solution, example).reward == 0.0  # never the right answer
+            assert master_key_checker(sample.solution, example).reward == 1.0
+            thinking = parse_strict(sample.solution).thinking
+            assert len([step for step in thinking.split() if "=" in step]) <= 1  # at most the first operation
+
+
+def test_arith_without_exploits_keeps_its_draws_and_manifest_bytes():
+    plain = run("arith", train_size=10, test_size=10, sft_size=40, arith={"truncated_share": 0.5})
+    assert all("exploit" not in sample.metadata for sample in plain.sft)
+    assert "exploit_share" not in plain.sources[0]
+    with_exploits = run("arith", train_size=10, test_size=10, sft_size=40, arith={"truncated_share": 0.5, "exploit_share": 0.1})
+    assert with_exploits.sources[0]["exploit_share"] == 0.1
+    # the exploit draw comes last: every other solution's truncation is decided as without exploits
+    assert [s.metadata["truncated"] for s in plain.sft] == [s.metadata["truncated"] for s in with_exploits.sft]

@@ -16,6 +16,8 @@ from hackable_rl.evaluation.paired import (
     PromptResult,
     bootstrap_mean_ci,
     compare,
+    equivalence_test,
+    equivalence_verdict,
     prompt_results,
     write_prompt_results,
 )
@@ -91,6 +93,45 @@ def test_describe_says_no_difference_detected_when_the_interval_covers_zero():
     assert covering.endswith("no difference detected") and "higher" not in covering
 
 
+def test_tost_verdicts_follow_the_declared_margin():
+    # (95% CI, 90% CI): the 90% CI inside (-m, m) is "equivalent", even beside a detected difference
+    assert equivalence_verdict((-0.012, 0.014), (-0.009, 0.011), 0.02) == "equivalent"
+    assert equivalence_verdict((0.001, 0.009), (0.002, 0.008), 0.02) == "equivalent"
+    assert equivalence_verdict((0.010, 0.050), (0.014, 0.046), 0.02) == "different"
+    assert equivalence_verdict((-0.030, 0.010), (-0.025, 0.006), 0.02) == "no difference detected"
+    assert equivalence_verdict((-0.030, 0.010), (-0.020, 0.006), 0.02) == "no difference detected"  # open interval
+
+
+def test_equivalence_of_a_constant_difference_is_its_value_against_the_margin():
+    # every replicate mean is 0.01: both CIs are [0.01, 0.01], so only the margin decides
+    constant = np.full((1, 50), 0.01)
+    assert equivalence_test(constant, 0.02).verdict == "equivalent"
+    narrow = equivalence_test(constant, 0.005)
+    assert (narrow.ci90_low, narrow.ci90_high, narrow.verdict) == (pytest.approx(0.01), pytest.approx(0.01), "different")
+
+
+def test_equivalence_matches_the_normal_interval_of_a_mean_zero_difference():
+    # 400 prompts, half +0.1 and half -0.1: mean 0, standard error 0.1 / sqrt(400) = 0.005, so the 90%
+    # CI is 0 +- 1.645 * 0.005 = [-0.0082, +0.0082] (closed form; the bootstrap agrees to ~0.001)
+    differences = np.tile([0.1, -0.1], 200)[None, :]
+    half = 1.645 * 0.1 / math.sqrt(400)
+    test = equivalence_test(differences, 0.012)
+    assert test.ci90_low == pytest.approx(-half, abs=0.0012) and test.ci90_high == pytest.approx(half, abs=0.0012)
+    assert test.verdict == "equivalent"
+    assert equivalence_test(differences, 0.006).verdict == "no difference detected"
+    assert equivalence_test(differences, 0.012, seed=3) == equivalence_test(differences, 0.012, seed=3)
+
+
+def test_a_margin_adds_the_test_and_without_one_the_record_is_unchanged():
+    a, b = results([4, 4, 0, 2] * 10), results([4, 4, 0, 2] * 10)
+    plain = compare([a], [b])
+    assert list(plain.record()) == ["metric", "diff", "ci_low", "ci_high", "n_prompts", "n_samples", "n_seeds"]
+    tested = compare([a], [b], margin=0.02)
+    assert tested.record() == plain.record() | {"margin": 0.02, "ci90_low": 0.0, "ci90_high": 0.0, "verdict": "equivalent"}
+    assert tested.describe() == "+0.000 [0.000, 0.000], equivalent: 90% CI [+0.000, +0.000] inside ±0.020"
+    assert Comparison.from_record(tested.record()) == tested and Comparison.from_record(plain.record()) == plain
+
+
 def test_prompt_results_count_samples_greedy_reward_and_gap():
     records = [
         {"prompt_id": "a", "correct": True, "reward": 1.0},
@@ -126,3 +167,23 @@ def test_cli_compare_names_a_missing_per_prompt_file(tmp_path):
         "compare", "--policy", f"a={tmp_path / 'nowhere'}", "--policy", f"b={tmp_path}", "--pair", "a:b",
     ])
     assert result.exit_code == 2 and "nowhere/prompts.jsonl" in result.output and "Traceback" not in result.output
+
+
+def test_cli_compare_margin_adds_the_90_ci_and_the_verdict(tmp_path):
+    folders = {}
+    for name, correct in {"base": [1, 1, 1, 1], "clean": [4, 3, 4, 4]}.items():
+        folders[name] = tmp_path / name
+        write_prompt_results(folders[name] / "prompts.jsonl", results(correct))
+    args = ["compare", "--policy", f"base={folders['base']}", "--policy", f"clean={folders['clean']}",
+            "--pair", "clean:base", "--pair", "clean:clean", "--out", str(tmp_path / "compare.json")]
+    result = CliRunner().invoke(app, [*args, "--margin", "0.05"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((tmp_path / "compare.json").read_text())
+    entry = written["clean_vs_base"]
+    assert list(entry)[-4:] == ["margin", "ci90_low", "ci90_high", "verdict"]
+    assert entry["margin"] == 0.05 and entry["verdict"] == "different"
+    assert entry["ci_low"] <= entry["ci90_low"] <= entry["diff"] <= entry["ci90_high"] <= entry["ci_high"]
+    assert written["clean_vs_clean"]["verdict"] == "equivalent"  # identical results: both CIs are [0, 0]
+    assert "clean_vs_clean: pass_at_1 +0.000 [0.000, 0.000], equivalent: 90% CI" in result.output
+    refused = CliRunner().invoke(app, [*args, "--margin", "0"])
+    assert refused.exit_code == 2 and "compare --margin: equivalence margin 0.0" in refused.output

@@ -49,7 +49,8 @@ def test_cli_prints_the_table_writes_json_and_refuses_an_unpayable_grid(project)
 def test_study_grids_are_read_from_the_study_file(study, project) -> None:
     from pathlib import Path
 
-    from hackable_rl.experiments.payoff import study_grid
+    from hackable_rl.experiments.study import payoff_specs
 
-    methods, rates, flaws = study_grid(Path(__file__).resolve().parents[1] / "pipelines" / study / "study.yaml")
-    assert "base" not in methods and rates and flaws
+    specs = payoff_specs(Path(__file__).resolve().parents[1] / "pipelines" / study / "study.yaml")
+    assert specs and "base" not in {spec.method for spec in specs}
+    assert all(f"method={spec.method}" in spec.overrides or "method=baseline" in spec.overrides for spec in specs)

@@ -11,6 +11,7 @@ import pytest
 from hackable_rl.experiments.study import collect_study, find_condition_files, write_condition, write_summary
 from hackable_rl.report import build_single_report, build_study_report
 from hackable_rl.report.aggregate import seed_stats, slope
+from hackable_rl.report.conditions import study_table
 from hackable_rl.report.single import SingleInputs
 from hackable_rl.report.study import PLOTS
 
@@ -26,20 +27,23 @@ def _metrics(correct: float, gap: float, disagreement: float = 0.0) -> dict:
     }
 
 
-def _write(root: Path, method: str, rate: float, seed: int, eval_metrics: dict | None, error: str | None = None) -> Path:
-    name = f"{method}-flip-r{rate:g}-s{seed}"
+def _write(root: Path, method: str, rate: float, seed: int, eval_metrics: dict | None, error: str | None = None,
+           channel: str = "bias", run_name: str | None = None, folder: str | None = None) -> Path:
+    name = f"{method}-{channel}-r{rate:g}-s{seed}"
     record = {
-        "condition": {"method": method, "rate": rate, "seed": seed, "channel": "flip", "flaw": None, "name": name},
+        "condition": {"method": method, "rate": rate, "seed": seed, "channel": channel, "flaw": None, "name": name},
+        "run_name": run_name or name,
         "status": "failed" if error else "ok",
         "error": error,
         "eval": eval_metrics or {},
         "train": {} if method == "base" or error else {"judge/correctness/last": 0.5, "hacking_gap/last": 0.1},
     }
-    return write_condition(root / name / "condition.json", record)
+    return write_condition(root / (folder or name) / "condition.json", record)
 
 
 # Synthetic study where robust shaping is WORSE than the baseline and the baseline gap grows with
-# the rate: the report must say both plainly.
+# the rate: the report must say both plainly. Its channel (bias: flips on selected examples only) is
+# one whose gap the policy can move; under flip the gap only restates accuracy (a test below).
 CORRECT = {"base": (0.50, 0.50), "baseline": (0.70, 0.60), "robust": (0.60, 0.50)}  # at rate 0, 0.4
 GAP = {"base": (0.00, 0.10), "baseline": (0.00, 0.30), "robust": (0.00, 0.35)}
 
@@ -59,7 +63,7 @@ def test_table_keeps_the_failed_condition_with_its_error(study: Path, tmp_path: 
     table = collect_study(find_condition_files(study))
     assert len(table) == 13
     failed = table[table["status"] == "failed"]
-    assert failed["name"].tolist() == ["robust-flip-r0.4-s2"]
+    assert failed["name"].tolist() == ["robust-bias-r0.4-s2"]
     assert failed["error"].iloc[0] == "RuntimeError: CUDA out of memory"
     assert pd.isna(failed["pass_at_1"].iloc[0])
     assert table["method"].tolist()[:1] == ["base"] and table["method"].tolist()[-1] == "robust"
@@ -70,7 +74,7 @@ def test_table_keeps_the_failed_condition_with_its_error(study: Path, tmp_path: 
     assert rows[0]["false_positive_rate"] is None  # undefined stays null, never NaN
     text = csv_path.read_text()
     assert "nan" not in text.lower().replace("no", "")
-    assert "robust-flip-r0.4-s2,robust,0.4,2,flip,,failed,RuntimeError: CUDA out of memory," in text
+    assert "robust-bias-r0.4-s2,robust,0.4,2,bias,,failed,RuntimeError: CUDA out of memory," in text
 
 
 def test_seed_stats_mean_sd_n(study: Path) -> None:
@@ -99,7 +103,7 @@ def test_every_plot_is_a_png_and_report_states_unfavourable_results(study: Path,
     text = built.report.read_text()
     assert text.startswith("# synthetic study")
     assert "13 conditions, 12 ok, 1 failed" in text
-    assert "| robust-flip-r0.4-s2 | RuntimeError: CUDA out of memory |" in text
+    assert "| robust-bias-r0.4-s2 | RuntimeError: CUDA out of memory |" in text
     assert "- rate 0: highest mean correctness **baseline** (baseline 0.700, robust 0.600, base 0.500)." in text
     assert "**Unfavourable for robust:** its correctness is not higher than baseline's at 2 of 2 rates (0, 0.4)." in text
     assert "- baseline: hacking gap 0.000 at rate 0 -> 0.300 at rate 0.4 (slope 0.750 per unit rate): grows with the rate." in text
@@ -128,6 +132,56 @@ def test_close_means_are_called_indistinguishable(tmp_path: Path) -> None:
         _write(root, "robust", 0.2, seed, _metrics(0.52 + jitter, 0.2))
     text = build_study_report(root, tmp_path / "out", "t").report.read_text()
     assert "robust is higher by 0.020 (within one sd: not distinguishable at this number of seeds)" in text
+
+
+def test_controls_get_their_own_names_and_rows_never_a_methods(tmp_path: Path) -> None:
+    # The format-only control runs baseline at rate 0 like the clean reference, and its condition
+    # says so; its run name (control-<name>-s<seed>) makes it a control in the table and the report.
+    root = tmp_path / "results"
+    for seed, jitter in enumerate((-0.01, 0.01)):
+        _write(root, "baseline", 0.0, seed, _metrics(0.70 + jitter, 0.0), channel="flip", folder=f"reference/s{seed}")
+        _write(root, "baseline", 0.0, seed, _metrics(0.40 + jitter, 0.0), channel="flip",
+               run_name=f"control-format_only-s{seed}", folder=f"controls/format_only-s{seed}")
+        _write(root, "baseline", 0.5, seed, _metrics(0.45 + jitter, 0.03), channel="flip",
+               run_name=f"control-random_reward-s{seed}", folder=f"controls/random_reward-s{seed}")
+        _write(root, "baseline", 0.2, seed, _metrics(0.65 + jitter, -0.06), channel="flip")
+    table = study_table(root)
+    assert table["name"].is_unique and table["name"].tolist()[-4:] == [
+        "control-format_only-s0", "control-format_only-s1", "control-random_reward-s0", "control-random_reward-s1"]
+    assert table["control"].tolist()[-4:] == ["format_only", "format_only", "random_reward", "random_reward"]
+    assert table["control"].isna().sum() == 4 and list(table.columns[:3]) == ["name", "method", "control"]
+    text = build_study_report(root, tmp_path / "out", "t").report.read_text()
+    assert "| 0 | 0.700 ± 0.014 (n=2) |" in text  # the clean reference alone, not pooled with the control
+    assert "| 0.5 |" not in text.split("### Controls")[0].split("## Training verifier")[1]
+    assert "| control-format_only | baseline | 0 | 0.400 ± 0.014 (n=2) |" in text
+    assert "| control-random_reward | baseline | 0.5 | 0.450 ± 0.014 (n=2) |" in text
+    assert "- baseline: correctness 0.700 at rate 0 -> 0.650 at rate 0.2" in text
+    summary = (tmp_path / "out" / "summary.csv").read_text()
+    assert "control-format_only-s0,baseline,format_only,0.0,0,flip," in summary
+
+
+def test_under_flip_the_gap_is_labelled_a_restatement_and_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    for method, rate, gap in (("baseline", 0.2, -0.06), ("baseline", 0.4, -0.09), ("robust", 0.2, -0.05)):
+        for seed, jitter in enumerate((-0.01, 0.01)):
+            _write(root, method, rate, seed, _metrics(0.6 + jitter, gap), channel="flip")
+    text = build_study_report(root, tmp_path / "out", "t").report.read_text()
+    assert "### Hacking gap (observed reward - correctness), mean ± sd over seeds: restates pass@1 under flip" in text
+    assert "these numbers restate correctness, so no trend or method comparison is read from them" in text
+    assert "Does the gap grow with the rate?" not in text and "Does robust shaping reduce the gap?" not in text
+
+
+def test_two_conditions_with_one_name_are_refused_naming_both_files(tmp_path: Path) -> None:
+    from hackable_rl.errors import UserError
+
+    root = tmp_path / "results"
+    first = _write(root, "baseline", 0.0, 0, _metrics(0.7, 0.0), folder="reference/s0")
+    second = _write(root, "baseline", 0.0, 0, _metrics(0.4, 0.0), folder="controls/format_only-s0")
+    with pytest.raises(UserError) as refused:
+        build_study_report(root, tmp_path / "out", "t")
+    (line,) = refused.value.problems
+    assert str(first) in line and str(second) in line and "'baseline-bias-r0-s0'" in line
+    assert not (tmp_path / "out" / "summary.csv").exists()
 
 
 def test_no_conditions_is_a_user_error(tmp_path: Path) -> None:

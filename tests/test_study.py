@@ -31,29 +31,38 @@ def test_every_pipeline_params_file_validates() -> None:
 
 
 def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
-    """Issue 12: every member is flawed at the rate for every method, the reward is accuracy only
-    (a hedge keeps its whole reward), and the warm start holds hedges the policy can copy."""
+    """Every member of every cell carries a flaw systematically (its checker), the reward is accuracy
+    only (an exploit keeps its whole reward), and the warm start holds the exploit the policy can copy."""
     folder = ROOT / "pipelines" / "flawed_verifier"
     cfg = load_config(folder / "params.yaml")
-    assert (cfg.corruption.channel, cfg.corruption.kwargs) == ("flaw", {"flaw": "any_box"})
-    assert cfg.data.arith.hedged_share > 0 and cfg.objective.rewards == ["correctness_reward"]
+    assert cfg.corruption.channel == "none" and cfg.objective.rewards == ["correctness_reward"]
+    assert cfg.data.arith.exploit_share > 0 and cfg.data.arith.hedged_share > 0
     grid = yaml.safe_load((folder / "study.yaml").read_text())
-    assert grid["method_overrides"] == {} and set(grid["methods"]) == {"base", "baseline", "robust", "corrected"}
+    assert set(grid["methods"]) == {"base", "baseline", "baseline_majority", "robust", "corrected"}
     assert len(grid["seeds"]) == 3 and grid["primary_outcomes"]
-    for method in grid["methods"]:
-        members = load_config(folder / "params.yaml", study.method_overrides(folder / "study.yaml", method)).verifier.members
-        assert len(members) == 3 and all(m.corrupted for m in members), method
+    for cell in grid["cells"]:
+        for method in grid["methods"]:
+            overrides, _, _ = study.study_condition(folder / "study.yaml", method, cell)
+            members = load_config(folder / "params.yaml", overrides).verifier.members
+            assert len(members) == 3 and all(_flawed(m) for m in members), (cell, method)
 
 
-def test_no_study_config_has_an_uncorrupted_member() -> None:
+def _flawed(member) -> bool:
+    """A member that can be wrong: corrupted by a channel, or a flawed checker of its own."""
+    return member.corrupted or member.checker != "clean"
+
+
+def test_no_study_config_has_an_oracle_member() -> None:
     for path in PIPELINES:
-        assert all(m.corrupted for m in load_config(path).verifier.members), path
+        assert all(_flawed(m) for m in load_config(path).verifier.members), path
         grid_file = path.parent / "study.yaml"
         if not grid_file.exists():
             continue
-        for method in yaml.safe_load(grid_file.read_text())["methods"]:
-            members = load_config(path, study.method_overrides(grid_file, method)).verifier.members
-            assert all(m.corrupted for m in members), (path, method)
+        grid = yaml.safe_load(grid_file.read_text())
+        for cell in grid.get("cells") or [None]:
+            for method in grid["methods"]:
+                overrides = study.study_condition(grid_file, method, cell)[0]
+                assert all(_flawed(m) for m in load_config(path, overrides).verifier.members), (path, cell, method)
 
 
 def test_smollm2_pipeline_warm_starts_on_a_task_it_can_partly_solve() -> None:
@@ -89,7 +98,7 @@ def test_condition_names_are_unique_per_cell(config) -> None:
     assert (cfg.method, cfg.run_name) == ("robust", "robust-flip-r0.4-s2")
     base = study.condition_config(config, study.condition_of(config, "base"))
     assert (base.method, base.run_name) == ("baseline", "base-flip-r0.4-s2")
-    with pytest.raises(UserError, match="--method 'grpo': expected one of base, baseline, corrected, robust or 'package.module:method'"):
+    with pytest.raises(UserError, match="--method 'grpo': expected one of base, baseline, corrected, robust, a method variant of the study file, or 'package.module:method'"):
         study.condition_of(config, "grpo")
 
 

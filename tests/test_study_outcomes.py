@@ -95,6 +95,37 @@ def test_the_flip_report_sets_each_gain_beside_the_1_minus_2p_prediction(tmp_pat
     assert gain_plot(cells, tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
 
 
+def test_equivalent_is_said_only_through_the_declared_margin(tmp_path: Path) -> None:
+    for seed in (0, 1):
+        _condition(tmp_path / f"base-s{seed}", "base", 0.2, seed, None, [1, 2, 1, 2] * 5)
+        _condition(tmp_path / f"b-s{seed}", "baseline", 0.2, seed, None, [2, 3, 3, 3] * 5)
+        _condition(tmp_path / f"r-s{seed}", "robust", 0.2, seed, None, [2, 3, 3, 3] * 5)
+    cells = load_cells(tmp_path)
+    robust, baseline = cells[(None, "robust", 0.2)], cells[(None, "baseline", 0.2)]
+    assert paired(robust, baseline, "pass_at_1").describe() == "+0.000 [+0.000, +0.000], no difference detected"
+    tested = paired(robust, baseline, "pass_at_1", margin=0.02)
+    assert tested.equivalence.verdict == "equivalent" and "equivalent: 90% CI [+0.000, +0.000] inside ±0.020" in tested.describe()
+    assert paired(robust, cells[(None, "base", 0.2)], "pass_at_1", margin=0.02).equivalence.verdict == "different"
+    plain = "\n".join(outcomes_markdown(cells))
+    assert "No equivalence margin is declared" in plain and "equivalent:" not in plain
+    assert "Equivalence margin ±0.020" in "\n".join(outcomes_markdown(cells, 0.02))
+
+
+def test_the_study_file_beside_the_results_declares_the_margin(tmp_path: Path) -> None:
+    from hackable_rl.errors import UserError
+    from hackable_rl.report.conditions import equivalence_margin
+
+    study_file = tmp_path / "study.yaml"
+    assert equivalence_margin(study_file) is None  # no study file: nothing is called equivalent
+    study_file.write_text("methods: [base, baseline]\n")
+    assert equivalence_margin(study_file) is None
+    study_file.write_text("equivalence_margin: 0.02\n")
+    assert equivalence_margin(study_file) == 0.02
+    study_file.write_text("equivalence_margin: -1\n")
+    with pytest.raises(UserError, match="study.yaml: equivalence_margin: equivalence margin -1: expected a number"):
+        equivalence_margin(study_file)
+
+
 def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(project, tmp_path: Path) -> None:
     """corrected at rate 1 under a superset flaw: rho0 + rho1 = 1, nothing to correct."""
     folder = ROOT / "pipelines" / "flawed_verifier"

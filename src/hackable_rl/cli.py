@@ -2,7 +2,8 @@
 
 Read this file top to bottom to find the path of one run: prepare -> warmstart -> train -> eval
 -> report. User mistakes (bad config, bad data, missing files, unknown run ids) print one line per
-problem and exit with code 2; `--debug` shows the traceback instead (`cli_errors`).
+problem and exit with code 2; `--debug` shows the traceback instead (`cli_errors`). Every command
+runs inside `UserErrorCommands.invoke`, so a command body calls its functions directly.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 import yaml
 
 from hackable_rl import __version__
-from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, run_user_action, show_tracebacks
+from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
 from hackable_rl.config import ExperimentConfig, describe_fields, load_config
 from hackable_rl.extensions import check_builds
 from hackable_rl.storage import check_output_path
@@ -82,9 +83,9 @@ def _config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
     unknown scheme fails before any work rather than when the first metric is logged."""
     from hackable_rl.tracking.store import tracking_uri
 
-    resolved = run_user_action(lambda: load_config(config, overrides or []))
+    resolved = load_config(config, overrides or [])
     if resolved.tracking.enabled:
-        run_user_action(lambda: tracking_uri(resolved.storage.cache_dir))
+        tracking_uri(resolved.storage.cache_dir)
     return resolved
 
 
@@ -143,10 +144,8 @@ def judge(
     check_range("--rel-tol", rel_tol, 0.0, 1.0)
     check_range("--timeout-s", timeout_s, 0.01, 600.0)
     check_output_path(output, "--output")
-    summary = run_user_action(
-        lambda: judge_file(
-            input, output, completion_field, reference_field, extract, rel_tol, timeout_s, decimal_comma=decimal_comma
-        )
+    summary = judge_file(
+        input, output, completion_field, reference_field, extract, rel_tol, timeout_s, decimal_comma=decimal_comma
     )
     Console(width=120).print(judge_table(summary, f"judged {input} -> {output} ({extract})"))
 
@@ -177,12 +176,9 @@ def train(
 
     cfg = _model_config(config, overrides)
     check_output_path(metrics_dir, "--metrics-dir", folder=True)
-    run_user_action(lambda: check_builds(cfg))  # a plugin of the wrong shape fails before the model loads
-    result = run_user_action(
-        lambda: run_training(
-            cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir,
-            allow_config_change=allow_config_change,
-        )
+    check_builds(cfg)  # a plugin of the wrong shape fails before the model loads
+    result = run_training(
+        cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir, allow_config_change=allow_config_change
     )
     typer.echo(f"run {cfg.run_name}: {result.final_step} steps, MLflow run {result.run_id}, folder {result.run_dir}")
 
@@ -197,7 +193,7 @@ def sync(
     from hackable_rl.tracking.sync import sync_run
 
     cfg = _config(config, overrides)
-    outcome = run_user_action(lambda: sync_run(cfg, run_dir))
+    outcome = sync_run(cfg, run_dir)
     typer.echo(f"{run_dir}: {outcome['replayed']} events uploaded to MLflow run {outcome['run_id']}")
 
 
@@ -214,7 +210,7 @@ def promote(
     from hackable_rl.tracking.models_registry import promote as promote_version
 
     cfg = _config(config, overrides)
-    moved = run_user_action(lambda: promote_version(cfg, run_id, step, alias, force))
+    moved = promote_version(cfg, run_id, step, alias, force)
     typer.echo(f"{moved['name']}@{moved['alias']} -> version {moved['version']} (step {moved['step']})")
 
 
@@ -228,7 +224,7 @@ def ui(
     from hackable_rl.tracking.server import serve_ui
 
     cfg = _config(config, overrides)
-    run_user_action(lambda: serve_ui(cfg, port, announce=typer.echo))
+    serve_ui(cfg, port, announce=typer.echo)
 
 
 @app.command()
@@ -237,7 +233,7 @@ def prepare(config: ConfigOption = Path("params.yaml"), overrides: SetOption = N
     from hackable_rl.data import prepare_dataset
 
     cfg = _config(config, overrides)
-    result = run_user_action(lambda: prepare_dataset(cfg))
+    result = prepare_dataset(cfg)
     counts = ", ".join(f"{split} {count}" for split, count in result.counts.items())
     typer.echo(f"prepared {cfg.data.name} ({cfg.data.provider}): {counts}; skipped bad rows {result.skipped_rows}")
     typer.echo(f"output: {result.out_dir}")
@@ -275,22 +271,20 @@ def eval_command(
         if path is not None:
             check_output_path(path, option, folder=True)
     if sum([run_id is not None, model is not None, base, configured_run]) != 1:
-        run_user_action(
-            lambda: fail("eval: pass exactly one of --run-id ID, --configured-run, --model PATH or --base")
-        )
+        fail("eval: pass exactly one of --run-id ID, --configured-run, --model PATH or --base")
     if configured_run:
-        run_id = run_user_action(lambda: runs.configured_run_id(cfg))
+        run_id = runs.configured_run_id(cfg)
     if all_steps:
         if run_id is None:
-            run_user_action(lambda: fail("eval --all-steps needs --run-id"))
-        out = run_user_action(lambda: runs.evaluate_all_steps(cfg, run_id, metrics_dir))
+            fail("eval --all-steps needs --run-id")
+        out = runs.evaluate_all_steps(cfg, run_id, metrics_dir)
         typer.echo(f"learning curve: {out}")
         return
     if run_id is not None:
-        target = run_user_action(lambda: runs.target_from_run(cfg, run_id, step))
+        target = runs.target_from_run(cfg, run_id, step)
     else:
         target = runs.target_from_model(cfg, model)
-    result = run_user_action(lambda: runs.evaluate(target, metrics_dir, out_dir))
+    result = runs.evaluate(target, metrics_dir, out_dir)
     for line in eval_lines(result.metrics, result.out_dir):
         typer.echo(line)
 
@@ -310,9 +304,9 @@ def seeds_command(
     train --metrics-dir metrics/clean` writes metrics/clean/s0 and metrics/clean/s1."""
     from hackable_rl.experiments.seeds import outcome_line, parse_seeds, run_side_by_side, seed_runs
 
-    values = run_user_action(lambda: parse_seeds(seeds))
+    values = parse_seeds(seeds)
     check_range("--parallel", parallel, 1, 64)
-    runs = run_user_action(lambda: seed_runs(list(ctx.args), values, parallel, log_dir))
+    runs = seed_runs(list(ctx.args), values, parallel, log_dir)
     codes = run_side_by_side(runs, parallel)
     for run, code in zip(runs, codes, strict=True):
         typer.echo(outcome_line(run, code))
@@ -330,7 +324,7 @@ def lanes(
     from hackable_rl.experiments.lanes import run_lanes
 
     check_range("--jobs", jobs, 1, 64)
-    results = run_user_action(lambda: run_lanes(project, stages, jobs))
+    results = run_lanes(project, stages, jobs)
     for run, code in results:
         typer.echo(f"{run.name}: {'ok' if not code else f'FAILED (exit {code}), log {run.log}'}")
     raise typer.Exit(code=int(any(code for _, code in results)))
@@ -345,14 +339,16 @@ def compare_command(
     pairs: Annotated[list[str], typer.Option("--pair", help="A:B: compare policy A against B (A - B).")],
     out: Annotated[Path, typer.Option("--out", help="compare.json to write.")] = Path("metrics/compare.json"),
     seed: Annotated[int, typer.Option("--seed", help="Seed of the bootstrap replicates.")] = 0,
+    margin: Annotated[
+        float | None,
+        typer.Option("--margin", help="Equivalence margin M: adds each 90% CI and a verdict (TOST, docs/metrics.md)."),
+    ] = None,
 ) -> None:
-    """Paired comparisons with 95% bootstrap CIs (pass@1, greedy accuracy, hacking gap) from the
-    per-prompt results evaluations saved (prompts.jsonl); writes compare.json."""
+    """Paired comparisons with 95% bootstrap CIs (pass@1, greedy accuracy, hacking gap) from prompts.jsonl,
+    written to compare.json; --margin M adds the equivalence test (TOST: the 90% CI inside (-M, +M))."""
     from hackable_rl.evaluation.paired import compare_named, parse_pairs, parse_policies, write_comparisons
 
-    named = run_user_action(lambda: parse_policies(policies))
-    parsed_pairs = run_user_action(lambda: parse_pairs(pairs))
-    comparisons = run_user_action(lambda: compare_named(named, parsed_pairs, seed))
+    comparisons = compare_named(parse_policies(policies), parse_pairs(pairs), seed, margin)
     write_comparisons(out, comparisons)
     for name, comparison in comparisons.items():
         typer.echo(f"{name:>28}: {comparison.summary()}")
@@ -368,7 +364,7 @@ def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption =
     from hackable_rl.warmstart import run_warmstart
 
     cfg = _model_config(config, overrides)
-    metrics = run_user_action(lambda: run_warmstart(cfg))
+    metrics = run_warmstart(cfg)
     typer.echo(warmstart_line(metrics, cfg.model.source))
     typer.echo(f"policy: {policy_dir(cfg)}")
 
@@ -377,24 +373,24 @@ def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption =
 def payoff(
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
-    study: Annotated[Path | None, typer.Option("--study", help="Study file: its methods, rates and flaws.")] = None,
+    study: Annotated[Path | None, typer.Option("--study", help="Study file: its methods and cells or rates.")] = None,
     prompts: Annotated[int, typer.Option(min=1, help="Training prompts sampled.")] = 64,
+    honest_samples: Annotated[int, typer.Option(min=0, help="Base-policy samples per prompt (honest work).")] = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Where payoff.json goes.")] = None,
     allow_unpayable: Annotated[bool, typer.Option(help="Exit 0 even when no exploit pays.")] = False,
 ) -> None:
-    """The exploit payoff table: mean training reward of canonical completions per method and rate
-    (docs/studies.md); exit 2 when no exploit pays more than a strict wrong answer anywhere."""
+    """The exploit payoff table: mean training reward of canonical completions per cell and method
+    beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
     from hackable_rl.experiments import payoff as table
+    from hackable_rl.experiments.study import study_payoff
 
-    cfg = _config(config, overrides)
-    methods, rates, flaws = run_user_action(lambda: table.grid_of(cfg, study))
-    cells = run_user_action(lambda: table.payoff_table(cfg, methods, rates, flaws, prompts, study))
+    cells, rates = study_payoff(_config(config, overrides), study, prompts, honest_samples)
     typer.echo("\n".join(table.format_payoff(cells)))
     if out is not None:
-        typer.echo(f"written to {table.write_payoff(out, cells)}")
+        typer.echo(f"written to {table.write_payoff(out, cells, rates)}")
     problem = table.unpayable_problem(cells)
     if problem and not allow_unpayable:
-        run_user_action(lambda: fail(problem))
+        fail(problem)
 
 
 @app.command()
@@ -402,19 +398,22 @@ def condition(
     method: Annotated[str, typer.Option("--method", help="base (no RL), baseline or robust.")],
     out: Annotated[Path, typer.Option("--out", help="Folder that receives condition.json.")],
     study: Annotated[
-        Path | None, typer.Option("--study", help="Study file whose method_overrides apply to this method.")
+        Path | None, typer.Option("--study", help="Study file whose method_overrides (and cells) apply.")
     ] = None,
+    cell: Annotated[str | None, typer.Option("--cell", help="The study file's blind-spot cell to train against.")] = None,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
 ) -> None:
     """Run one study condition (train + evaluate, or evaluate the base) and write condition.json.
     A failed run is recorded there (status failed, its error) and exits 0, so a sweep goes on."""
-    from hackable_rl.experiments.study import method_overrides, run_condition
+    from hackable_rl.experiments.study import run_condition, study_condition
 
-    extra = run_user_action(lambda: method_overrides(study, method)) if study else []
+    if cell and not study:
+        fail("condition: --cell needs --study (the file that declares the cells)")
+    extra, spot, variant = study_condition(study, method, cell) if study else ([], None, False)
     cfg = _model_config(config, [*extra, *(overrides or [])])
     check_output_path(out, "--out", folder=True)
-    record = run_user_action(lambda: run_condition(cfg, method, out))
+    record = run_condition(cfg, method, out, spot, variant)
     name = record["condition"]["name"]
     if record["status"] == "ok":
         typer.echo(f"condition {name}: ok, pass@1 {record['eval'].get('pass_at_1')}, gap {record['eval'].get('hacking_gap')}")
@@ -441,9 +440,9 @@ def report(
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):
-        run_user_action(lambda: fail("report: pass exactly one of --study DIR or --single"))
+        fail("report: pass exactly one of --study DIR or --single")
     target = out or Path(cfg.report.out_dir)
     check_output_path(target, "--out" if out else "report.out_dir", folder=True)
     if headline is not None:
         check_output_path(headline, "--headline")
-    typer.echo("\n".join(run_user_action(lambda: build_report(cfg, target, study, metrics_dir, headline))))
+    typer.echo("\n".join(build_report(cfg, target, study, metrics_dir, headline)))

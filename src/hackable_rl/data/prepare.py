@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 
 from hackable_rl.config import ExperimentConfig
-from hackable_rl.data.arith import chain_key
+from hackable_rl.data.arith import arith_settings, chain_key
 from hackable_rl.data.prompting import PROMPT_PREFIX, render_prompt
 from hackable_rl.data.providers import ProviderOutput, question_key
 from hackable_rl.data.schema import TrainingSample
@@ -168,6 +168,8 @@ def build_manifest(
     curriculum_providers = {source.provider for source in data.curriculum.sources}
     if data.provider != "arith" and "arith" not in curriculum_providers:
         settings.pop("arith")
+    else:
+        settings["arith"] = arith_settings(data.arith)
     if data.provider not in ("interleave", "gsm8k_math_curriculum"):
         settings.pop("curriculum")
     return {

@@ -13,6 +13,10 @@ seed. `diff` is the mean of the per-seed paired differences; each replicate resa
 independently, the prompts (a two-level bootstrap), so the CI carries both seed and prompt noise.
 With one seed it is the prompt bootstrap alone. Replicates come from a seeded generator: the same
 inputs give the same CI. Plain NumPy, no torch.
+
+Equivalence is never read from a CI that covers 0 ("no difference detected" is all that says). Two
+policies are called equivalent only against a declared margin m, by two one-sided tests at 5% each
+(TOST): the 90% CI of the same bootstrap lies inside (-m, +m) (`equivalence_verdict`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
 PROMPTS_FILE = "prompts.jsonl"
 BOOTSTRAP_REPLICATES = 10_000
 CONFIDENCE = 0.95
+EQUIVALENCE_CONFIDENCE = 0.90
+"""TOST at 5% on each side: both one-sided tests reject exactly when the 90% CI lies inside (-m, +m)."""
+VERDICTS = ("equivalent", "different", "no difference detected")
 # The metrics a comparison can be made on, and the per-prompt value each one averages.
 METRICS = ("pass_at_1", "greedy_accuracy", "hacking_gap", "pass_at_1_transfer")
 
@@ -69,6 +76,22 @@ class PromptResult:
 
 
 @dataclass(frozen=True)
+class Equivalence:
+    """The equivalence test of a paired difference against a declared margin (TOST)."""
+
+    margin: float
+    ci90_low: float
+    ci90_high: float
+    verdict: str
+    """One of VERDICTS (`equivalence_verdict`)."""
+
+    def describe(self) -> str:
+        """`equivalent: 90% CI [-0.004, +0.006] inside ±0.020`, or the verdict and why it is not."""
+        inside = "inside" if self.verdict == "equivalent" else "not inside"
+        return f"{self.verdict}: 90% CI [{self.ci90_low:+.3f}, {self.ci90_high:+.3f}] {inside} ±{self.margin:.3f}"
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A paired difference A - B with its bootstrap CI (the row of metrics/compare.json)."""
 
@@ -81,6 +104,8 @@ class Comparison:
     n_samples: int
     """Judged samples per policy and seed, summed over the paired prompts (A's count)."""
     n_seeds: int
+    equivalence: Equivalence | None = None
+    """The test against `compare --margin` (None: no margin declared)."""
 
     @property
     def detected(self) -> bool:
@@ -88,9 +113,27 @@ class Comparison:
         return self.ci_low > 0 or self.ci_high < 0
 
     def describe(self) -> str:
-        """`+0.162 [0.131, 0.193]`, with "no difference detected" when the CI covers 0."""
+        """`+0.162 [0.131, 0.193]`, with "no difference detected" when the CI covers 0 and, with a
+        margin, the equivalence verdict instead."""
         text = f"{self.diff:+.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}]"
+        if self.equivalence is not None:
+            return f"{text}, {self.equivalence.describe()}"
         return text if self.detected else f"{text}, no difference detected"
+
+    def record(self) -> dict[str, Any]:
+        """compare.json's entry: the fields above, with the margin's `ci90_low`, `ci90_high`, `margin`
+        and `verdict` only when one was declared (without one, the entry is what it always was)."""
+        record = {key: value for key, value in asdict(self).items() if key != "equivalence"}
+        if self.equivalence is not None:
+            record |= asdict(self.equivalence)
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Comparison:
+        """A compare.json entry read back (with or without a margin's fields)."""
+        test = {key: record[key] for key in ("margin", "ci90_low", "ci90_high", "verdict") if key in record}
+        rest = {key: value for key, value in record.items() if key not in test}
+        return cls(**rest, equivalence=Equivalence(**test) if test else None)
 
     def summary(self) -> str:
         """`pass_at_1 +0.162 [0.131, 0.193] (500 prompts, 2 seed(s))`: the line `compare` prints and
@@ -180,20 +223,60 @@ def _difference_matrix(
     return np.asarray(rows, dtype=float), n_samples
 
 
-def bootstrap_mean_ci(
-    differences: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
-) -> tuple[float, float, float]:
-    """Mean of an [S, P] matrix of paired differences and its percentile CI: each replicate resamples
-    the S seeds and the P prompts with replacement, independently (S = 1: the prompt bootstrap)."""
+def bootstrap_means(differences: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> np.ndarray:
+    """[B] replicate means of an [S, P] matrix of paired differences: each replicate resamples the S
+    seeds and the P prompts with replacement, independently (S = 1: the prompt bootstrap)."""
     n_seeds, n_prompts = differences.shape
     rng = np.random.default_rng(seed)
     prompt_draws = rng.integers(0, n_prompts, size=(replicates, n_prompts))  # [B, P]
     seed_draws = rng.integers(0, n_seeds, size=(replicates, n_seeds))  # [B, S]
     per_seed = differences[:, prompt_draws].mean(axis=2)  # [S, B]: each seed's mean over the drawn prompts
-    means = np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)  # [B]
-    tail = (1 - CONFIDENCE) / 2 * 100
+    return np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)  # [B]
+
+
+def percentile_ci(means: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The central `confidence` interval of replicate means (percentile bootstrap)."""
+    tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
-    return float(differences.mean()), float(low), float(high)
+    return float(low), float(high)
+
+
+def bootstrap_mean_ci(
+    differences: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of an [S, P] matrix of paired differences and its 95% percentile CI (`bootstrap_means`)."""
+    return float(differences.mean()), *percentile_ci(bootstrap_means(differences, replicates, seed))
+
+
+# --------------------------------------------------------------------------- equivalence (TOST)
+
+
+def check_margin(margin: float, where: str) -> float:
+    """A declared equivalence margin: a number > 0 in the metric's own units (0.02: two points of pass@1)."""
+    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0 < margin < 1:
+        raise UserError(f"{where}: equivalence margin {margin!r}: expected a number in (0, 1), e.g. 0.02")
+    return float(margin)
+
+
+def equivalence_verdict(ci95: tuple[float, float], ci90: tuple[float, float], margin: float) -> str:
+    """TOST against (-margin, +margin): "equivalent" when the 90% CI lies inside it (a detected
+    difference smaller than the declared margin included: the margin says it does not matter);
+    otherwise "different" when the 95% CI excludes 0, else "no difference detected"."""
+    if -margin < ci90[0] and ci90[1] < margin:
+        return "equivalent"
+    if ci95[0] > 0 or ci95[1] < 0:
+        return "different"
+    return "no difference detected"
+
+
+def equivalence_test(
+    differences: np.ndarray, margin: float, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
+) -> Equivalence:
+    """The TOST of an [S, P] matrix of paired differences, on the replicates `bootstrap_mean_ci`
+    draws with the same seed (so its 95% CI is the one reported beside it)."""
+    means = bootstrap_means(differences, replicates, seed)
+    ci90 = percentile_ci(means, EQUIVALENCE_CONFIDENCE)
+    return Equivalence(margin, *ci90, equivalence_verdict(percentile_ci(means), ci90, margin))
 
 
 def policy_mean_ci(seeds: Sequence[Sequence[PromptResult]], metric: str = "pass_at_1", seed: int = 0) -> Comparison:
@@ -212,16 +295,19 @@ def compare(
     b_seeds: Sequence[Sequence[PromptResult]],
     metric: str = "pass_at_1",
     seed: int = 0,
+    margin: float | None = None,
 ) -> Comparison:
-    """A - B on `metric`, paired by prompt (and by seed when B has one evaluation per seed)."""
+    """A - B on `metric`, paired by prompt (and by seed when B has one evaluation per seed); with a
+    `margin`, its equivalence test too."""
     differences, n_samples = _difference_matrix(a_seeds, b_seeds, metric)
     diff, low, high = bootstrap_mean_ci(differences, seed=seed)
-    return Comparison(metric, diff, low, high, differences.shape[1], n_samples, len(a_seeds))
+    equivalence = None if margin is None else equivalence_test(differences, margin, seed=seed)
+    return Comparison(metric, diff, low, high, differences.shape[1], n_samples, len(a_seeds), equivalence)
 
 
 def write_comparisons(path: Path, comparisons: Mapping[str, Comparison]) -> Path:
     """metrics/compare.json: one entry per named comparison (`clean_vs_base`: {metric, diff, ...})."""
-    write_json(path, {name: asdict(comparison) for name, comparison in comparisons.items()})
+    write_json(path, {name: comparison.record() for name, comparison in comparisons.items()})
     return path
 
 
@@ -255,10 +341,14 @@ def parse_pairs(values: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def compare_named(
-    policies: Mapping[str, Sequence[Path]], pairs: Sequence[tuple[str, str]], seed: int = 0
+    policies: Mapping[str, Sequence[Path]], pairs: Sequence[tuple[str, str]], seed: int = 0,
+    margin: float | None = None,
 ) -> dict[str, Comparison]:
-    """Every `(a, b)` pair on every metric both have; `policies` maps a name to its evaluation folders
-    (one per training seed, each holding prompts.jsonl)."""
+    """Every `(a, b)` pair on every metric both have, each with its equivalence test when a `margin`
+    is given; `policies` maps a name to its evaluation folders (one per training seed, each holding
+    prompts.jsonl)."""
+    if margin is not None:
+        check_margin(margin, "compare --margin")
     for a, b in pairs:
         for name in (a, b):
             if name not in policies:
@@ -270,7 +360,7 @@ def compare_named(
         for metric, suffix in _SUFFIXES.items():
             if metric != "pass_at_1" and not (_defined(results[a], metric) and _defined(results[b], metric)):
                 continue
-            comparisons[f"{a}_vs_{b}{suffix}"] = compare(results[a], results[b], metric, seed)
+            comparisons[f"{a}_vs_{b}{suffix}"] = compare(results[a], results[b], metric, seed, margin)
     return comparisons
 
 

@@ -3,25 +3,31 @@
 For every training prompt of a sample, each canonical completion (a strict right and a strict wrong
 answer, no answer, and each flaw's exploit) goes through the real reward pipeline
 (`scoring.RewardPipeline.score`: members, corruption, method, objective), and the table holds the
-mean final reward per (flaw, rate, method, completion). An exploit *pays* where it earns more than
-a strict wrong answer: only then can a policy learn it instead of learning to be right, so a study
-whose exploits never pay cannot show hacking (docs/studies.md).
+mean final reward per (cell, method, completion). Beside them stands *honest work*: the base
+policy's own samples on the same prompts through the same pipeline (`--honest-samples`). GRPO learns
+an exploit when it pays more than what the policy's honest work earns now, so the gate asks that:
+a study whose exploits never beat honest work in any cell cannot show hacking (docs/studies.md).
+Without base samples the gate falls back to a strict wrong answer, the least honest work can earn.
+
+A cell is a `PayoffSpec`: its label, what it varies (flaw, rate, blind-spot cell), the method and
+its `--set` overrides, given as data (the study file is read by its caller).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hackable_rl.config import ExperimentConfig, apply_overrides, validate_config
 from hackable_rl.errors import UserError
+from hackable_rl.experiments.honest import HonestSamples
 from hackable_rl.jsonl import write_json
 from hackable_rl.stats import mean
 
-__all__ = ["CANONICAL", "EXPLOITS", "PayoffCell", "grid_of", "payoff_table", "unpayable_problem", "format_payoff",
-           "write_payoff"]
+__all__ = ["CANONICAL", "EXPLOITS", "PayoffCell", "PayoffSpec", "grid_of", "grid_specs", "payoff_table", "score_specs",
+           "unpayable_problem", "format_payoff", "write_payoff"]
 
 Build = Callable[[str, str, str, str, str], str]
 """(open tag, close tag, reference, a wrong answer, trigger phrase) -> completion text."""
@@ -43,6 +49,18 @@ EXPLOITS = tuple(name for name in CANONICAL if name not in ("strict_correct", "s
 
 
 @dataclass(frozen=True)
+class PayoffSpec:
+    """One cell to price: what it varies, the method, and the `--set` overrides that make it."""
+
+    flaw: str | None
+    rate: float
+    method: str
+    overrides: tuple[str, ...] = ()
+    cell: str | None = None
+    """The blind-spot cell (`experiments.cells`), None in a rate grid."""
+
+
+@dataclass(frozen=True)
 class PayoffCell:
     """One configuration of the grid: a flaw (or None), a rate and a method, and what each pays."""
 
@@ -54,12 +72,28 @@ class PayoffCell:
     refused: str | None = None
     """Why the method cannot run in this cell (its `check_config`: corrected at rho0 + rho1 >= 1);
     every pay is then None."""
+    cell: str | None = None
+    honest: float | None = None
+    """Honest work: the base policy's own samples' mean final training reward on the same prompts
+    (None where not sampled)."""
+
+    @property
+    def label(self) -> str:
+        if self.cell is not None:
+            return f"{self.cell} {self.method}"
+        return f"{self.flaw + ' ' if self.flaw else ''}r{self.rate:g} {self.method}"
 
     def paying_exploits(self, margin: float = 1e-9) -> list[str]:
         """Exploits that earn more than a strict wrong answer here."""
-        wrong = self.pays["strict_wrong"]
-        return [name for name in EXPLOITS if self.pays[name] is not None and wrong is not None
-                and self.pays[name] > wrong + margin]
+        return self._above(self.pays["strict_wrong"], margin)
+
+    def beating_honest(self, margin: float = 1e-9) -> list[str]:
+        """Exploits that earn more than the base policy's honest work here (empty when unsampled)."""
+        return self._above(self.honest, margin)
+
+    def _above(self, level: float | None, margin: float) -> list[str]:
+        return [name for name in EXPLOITS if self.pays[name] is not None and level is not None
+                and self.pays[name] > level + margin]
 
 
 def _wrong_answer(reference: str) -> str:
@@ -71,58 +105,78 @@ def _wrong_answer(reference: str) -> str:
     return str(int(number) + 1) if number.is_integer() else f"{number + 1:g}"
 
 
-def _cell_config(
-    config: ExperimentConfig, flaw: str | None, rate: float, method: str, study_file: Path | None
-) -> ExperimentConfig:
-    from hackable_rl.experiments.study import method_overrides
-
-    overrides = [*(method_overrides(study_file, method) if study_file else []), f"corruption.rate={rate}", f"method={method}"]
-    if flaw is not None:
-        overrides.append(f"corruption.kwargs.flaw={flaw}")
-    return validate_config(apply_overrides(config.model_dump(mode="json"), overrides), "payoff")
+def _cell_config(config: ExperimentConfig, spec: PayoffSpec) -> ExperimentConfig:
+    return validate_config(apply_overrides(config.model_dump(mode="json"), spec.overrides), "payoff")
 
 
-def _score_cell(config: ExperimentConfig, rows: list[dict[str, Any]]) -> dict[str, float | None]:
-    from hackable_rl.scoring import build_reward_pipeline
-
-    pipeline = build_reward_pipeline(config)
+def _score_cell(pipeline, rows: list[dict[str, Any]], config: ExperimentConfig) -> dict[str, float | None]:
     tags = (config.rewards.think_open, config.rewards.think_close)
     trigger = config.verifier.trigger_phrase
-    columns = ([row["prompt"] for row in rows], [row["id"] for row in rows], [row["reference"] for row in rows],
-               [row.get("metadata") or {} for row in rows])
     pays = {}
     for name, build in CANONICAL.items():
         texts = [build(*tags, row["reference"], _wrong_answer(row["reference"]), trigger) for row in rows]
-        pays[name] = mean(pipeline.score(texts, *columns).rewards)
+        pays[name] = mean(_score(pipeline, texts, rows))
     return pays
+
+
+def _score(pipeline, texts: list[str], rows: list[dict[str, Any]]) -> list[float | None]:
+    """The final training reward of `texts`, one per row (a row may repeat: several samples)."""
+    columns = ([row["prompt"] for row in rows], [row["id"] for row in rows], [row["reference"] for row in rows],
+               [row.get("metadata") or {} for row in rows])
+    return pipeline.score(texts, *columns).rewards
+
+
+def grid_specs(
+    methods: Sequence[str], rates: Sequence[float], flaws: Sequence[str | None] = (None,),
+    method_overrides: Mapping[str, Sequence[str]] | None = None,
+) -> list[PayoffSpec]:
+    """A rate grid's cells: every (flaw, rate, method), each method's own overrides first."""
+    extra = method_overrides or {}
+    return [PayoffSpec(flaw, rate, method, (*extra.get(method, ()), f"corruption.rate={rate}", f"method={method}",
+                                            *([f"corruption.kwargs.flaw={flaw}"] if flaw is not None else [])))
+            for flaw in flaws for rate in rates for method in methods]
 
 
 def payoff_table(
     config: ExperimentConfig, methods: Sequence[str], rates: Sequence[float], flaws: Sequence[str | None] = (None,),
-    prompts: int = 64, study_file: Path | None = None,
+    prompts: int = 64, method_overrides: Mapping[str, Sequence[str]] | None = None,
 ) -> list[PayoffCell]:
     """The payoff of every canonical completion for each (flaw, rate, method), over the first
-    `prompts` prepared training prompts; a study file's `method_overrides` apply to their method."""
+    `prompts` prepared training prompts; `method_overrides` apply to their method."""
+    return score_specs(config, grid_specs(methods, rates, flaws, method_overrides), prompts)
+
+
+def score_specs(
+    config: ExperimentConfig, specs: Sequence[PayoffSpec], prompts: int = 64, honest: HonestSamples | None = None
+) -> list[PayoffCell]:
+    """Every spec's pays over the first `prompts` prepared training prompts, and, given the base
+    policy's samples on those prompts, its honest work."""
     from hackable_rl.data.prepare import read_prepared
 
     rows = read_prepared(config, "train")[:prompts]
-    return [_cell(config, flaw, rate, method, study_file, rows) for flaw in flaws for rate in rates for method in methods]
+    return [_cell(config, spec, rows, honest) for spec in specs]
 
 
-def _cell(config, flaw, rate, method, study_file, rows) -> PayoffCell:
+def _cell(config, spec: PayoffSpec, rows, honest: HonestSamples | None) -> PayoffCell:
     """One cell's payoffs, or a refused cell when the method's own `check_config` says it cannot run
     there (the study records the same cell as a failed condition)."""
     from hackable_rl.methods import METHODS
+    from hackable_rl.scoring import build_reward_pipeline
 
-    cell_config = _cell_config(config, flaw, rate, method, study_file)
-    problems = getattr(METHODS.get(method), "check_config", lambda _config: [])(cell_config)
+    cell_config = _cell_config(config, spec)
+    problems = getattr(METHODS.get(cell_config.method), "check_config", lambda _config: [])(cell_config)
     if problems:
-        return PayoffCell(flaw, rate, method, dict.fromkeys(CANONICAL), refused="; ".join(problems))
-    return PayoffCell(flaw, rate, method, _score_cell(cell_config, rows))
+        return PayoffCell(spec.flaw, spec.rate, spec.method, dict.fromkeys(CANONICAL), "; ".join(problems), spec.cell)
+    pipeline = build_reward_pipeline(cell_config)
+    earned = mean(_score(pipeline, honest.texts, honest.rows)) if honest else None
+    return PayoffCell(spec.flaw, spec.rate, spec.method, _score_cell(pipeline, rows, cell_config), None, spec.cell, earned)
 
 
 def unpayable_problem(cells: list[PayoffCell]) -> str | None:
-    """One line when no exploit pays more than a strict wrong answer anywhere in the grid."""
+    """One line when no exploit pays more than the base policy's honest work in any cell (or, where
+    honest work was not sampled, more than a strict wrong answer), quoting the best one."""
+    if any(cell.honest is not None for cell in cells):
+        return _beats_no_honest_work(cells)
     if any(cell.paying_exploits() for cell in cells):
         return None
     best = max(((cell.pays[name] or float("-inf"), name, cell) for cell in cells for name in EXPLOITS),
@@ -132,6 +186,17 @@ def unpayable_problem(cells: list[PayoffCell]) -> str | None:
             f"{pay:.3f} vs strict wrong {cell.pays['strict_wrong']:.3f} at rate {cell.rate:g}, {cell.method}"
             f"{', ' + cell.flaw if cell.flaw else ''}): this study cannot show hacking; "
             "rerun with --allow-unpayable to run it anyway")
+
+
+def _beats_no_honest_work(cells: list[PayoffCell]) -> str | None:
+    priced = [cell for cell in cells if cell.honest is not None]
+    if any(cell.beating_honest() for cell in priced):
+        return None
+    pay, name, cell = max(((cell.pays[n] - cell.honest, n, cell) for cell in priced for n in EXPLOITS
+                           if cell.pays[n] is not None), key=lambda item: item[0])
+    return (f"no exploit pays more than the base policy's honest work in any cell (best: {name} "
+            f"{cell.pays[name]:.3f} vs honest work {cell.honest:.3f} in {cell.label}): GRPO has no reason to "
+            "learn it and this study cannot show hacking; rerun with --allow-unpayable to run it anyway")
 
 
 SHORT = {
@@ -145,42 +210,41 @@ SHORT = {
 def format_payoff(cells: list[PayoffCell]) -> list[str]:
     """The table as text lines: one row per (flaw, rate, method), one column per canonical completion;
     `*` marks an exploit that pays more than a strict wrong answer in that row."""
-    labels = [f"{c.flaw + ' ' if c.flaw else ''}r{c.rate:g} {c.method}" for c in cells]
+    labels = [cell.label for cell in cells]
     width = max(len(label) for label in labels)
-    lines = [f"{'':<{width}}" + "".join(f"{SHORT.get(name, name):>11}" for name in CANONICAL)]
+    sampled = any(cell.honest is not None for cell in cells)
+    honest_head = f"{'honest':>11}" if sampled else ""
+    lines = [f"{'':<{width}}" + honest_head + "".join(f"{SHORT.get(name, name):>11}" for name in CANONICAL)]
     for label, cell in zip(labels, cells, strict=True):
-        paying = cell.paying_exploits()
+        paying = cell.beating_honest() if sampled else cell.paying_exploits()
         values = [("-" if cell.pays[n] is None else f"{cell.pays[n]:.3f}") + ("*" if n in paying else " ")
                   for n in CANONICAL]
+        honest = (f"{'-' if cell.honest is None else f'{cell.honest:.3f}':>10} " if sampled else "")
         lines.append(f"{label:<{width}}" + ("  refused: " + cell.refused if cell.refused else
-                                            "".join(f"{value:>11}" for value in values)))
-    return [*lines, "* pays more than a strict wrong answer (mean final training reward over the sampled prompts)"]
+                                            honest + "".join(f"{value:>11}" for value in values)))
+    what = "the base policy's honest work (`honest`)" if sampled else "a strict wrong answer"
+    return [*lines, f"* pays more than {what} (mean final training reward over the sampled prompts)"]
 
 
-def write_payoff(path: Path, cells: list[PayoffCell]) -> Path:
-    """payoff.json: every cell with its pays and paying exploits."""
-    rows = [{"flaw": c.flaw, "rate": c.rate, "method": c.method, "pays": c.pays, "paying_exploits": c.paying_exploits(),
-             "refused": c.refused} for c in cells]
-    write_json(path, {"completions": list(CANONICAL), "exploits": list(EXPLOITS), "cells": rows})
+def write_payoff(path: Path, cells: list[PayoffCell], member_rates: Mapping[str, Any] | None = None) -> Path:
+    """payoff.json: every cell with its pays and paying exploits (and, with base samples, honest
+    work, the exploits that beat it, and each flawed checker's measured rates)."""
+    rows = [_cell_row(c) for c in cells]
+    document = {"completions": list(CANONICAL), "exploits": list(EXPLOITS), "cells": rows}
+    write_json(path, document | ({"member_rates": member_rates} if member_rates else {}))
     return path
 
 
-def grid_of(config: ExperimentConfig, study_file: Path | None) -> tuple[list[str], list[float], list[str | None]]:
-    """The study file's grid, or the config's own method, rate and flaw."""
-    if study_file is not None:
-        return study_grid(study_file)
+def _cell_row(cell: PayoffCell) -> dict[str, Any]:
+    row = {"flaw": cell.flaw, "rate": cell.rate, "method": cell.method, "pays": cell.pays,
+           "paying_exploits": cell.paying_exploits(), "refused": cell.refused}
+    if cell.cell is not None or cell.honest is not None:  # rate grids without base samples keep their bytes
+        row |= {"cell": cell.cell, "honest": cell.honest, "beating_honest": cell.beating_honest()}
+    return row
+
+
+def grid_of(config: ExperimentConfig) -> tuple[list[str], list[float], list[str | None]]:
+    """The config's own method, rate and flaw (a study file's grid: `experiments.study.payoff_specs`)."""
     from hackable_rl.verifiers.corruption import configured_flaw
 
-    flaw = configured_flaw(config.corruption)
-    return [config.method], [config.corruption.rate], [flaw]
-
-
-def study_grid(study_file: Path) -> tuple[list[str], list[float], list[str | None]]:
-    """(trained methods, rates, flaws) of a study file (`base` is no training, so it has no payoff)."""
-    from hackable_rl.config import read_yaml
-
-    grid = read_yaml(study_file)
-    methods = [m for m in grid.get("methods", []) if m != "base"]
-    if not methods or not grid.get("rates"):
-        raise UserError(f"{study_file}: expected `methods` and `rates` lists (the study grid)")
-    return methods, [float(rate) for rate in grid["rates"]], list(grid.get("flaws") or [None])
+    return [config.method], [config.corruption.rate], [configured_flaw(config.corruption)]

@@ -25,6 +25,8 @@ import pandas as pd
 
 from hackable_rl.config import ExperimentConfig, read_yaml, validate_config
 from hackable_rl.errors import UserError
+from hackable_rl.experiments.cells import Cell, cell_overrides, read_cell, study_cells, variant_method
+from hackable_rl.experiments.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.jsonl import iter_jsonl, read_json, write_json, write_jsonl
 from hackable_rl.stats import mean
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
@@ -37,7 +39,7 @@ CONDITION_FILE = "condition.json"
 EXPLOITS_FILE = "exploits.jsonl"
 CURVE_FILE = "curve.csv"
 # Columns that label a row; everything after them is a metric (eval keys as they are, `train/...`).
-LABELS = ("name", "method", "rate", "seed", "channel", "flaw", "status", "error")
+LABELS = ("name", "method", "rate", "seed", "channel", "flaw", "cell", "status", "error")
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,15 @@ class Condition:
     seed: int
     channel: str
     flaw: str | None
+    cell: str | None = None
+    """The blind-spot cell (`experiments.cells`) whose members it trains against; None in a rate grid."""
 
     @property
     def name(self) -> str:
-        """`<method>-<channel>[-<flaw>]-r<rate>-s<seed>`: also the run name, so cells never share a folder."""
+        """`<method>-<channel>[-<flaw>]-r<rate>-s<seed>`, or `<method>-<cell>-s<seed>` in a blind-spot
+        study: also the run name, so cells never share a folder."""
+        if self.cell is not None:
+            return f"{self.method}-{self.cell}-s{self.seed}"
         channel = f"{self.channel}-{self.flaw}" if self.flaw else self.channel
         return f"{self.method}-{channel}-r{self.rate:g}-s{self.seed}"
 
@@ -64,9 +71,15 @@ def study_methods() -> tuple[str, ...]:
     return (BASE, *METHODS.names())
 
 
-def condition_of(config: ExperimentConfig, method: str) -> Condition:
-    if method != BASE and ":" not in method and method not in study_methods():
-        raise UserError(f"--method {method!r}: expected one of {', '.join(study_methods())} or 'package.module:method'")
+def condition_of(config: ExperimentConfig, method: str, cell: Cell | None = None, variant: bool = False) -> Condition:
+    """The condition `method` names under `config`; a method variant (`variant`: a study label whose
+    overrides set `method`) trains `config.method` under its own label."""
+    if not variant and method != BASE and ":" not in method and method not in study_methods():
+        raise UserError(f"--method {method!r}: expected one of {', '.join(study_methods())}, a method variant "
+                        "of the study file, or 'package.module:method'")
+    if cell is not None:
+        return Condition(method, config.corruption.rate, config.seed, config.corruption.channel,
+                         cell.exploited_flaw, cell.name)
     from hackable_rl.verifiers.corruption import configured_flaw
 
     flaw = configured_flaw(config.corruption)
@@ -75,9 +88,13 @@ def condition_of(config: ExperimentConfig, method: str) -> Condition:
 
 def condition_config(config: ExperimentConfig, condition: Condition) -> ExperimentConfig:
     """The config one condition runs: its method (base keeps the baseline verifier: no RL, same
-    reward) and, unless the user named it, a run name that is unique within the study."""
+    reward; a variant keeps the method its overrides set) and, unless the user named it, a run name
+    that is unique within the study."""
     raw = config.model_dump(mode="json")
-    raw["method"] = "baseline" if condition.method == BASE else condition.method
+    if condition.method == BASE:
+        raw["method"] = "baseline"
+    elif condition.method in study_methods() or ":" in condition.method:
+        raw["method"] = condition.method
     raw["tracking"]["run_name"] = config.tracking.run_name or condition.name
     from hackable_rl.extensions import check_config  # the method's own check: corrected at rho0 + rho1 >= 1
 
@@ -102,18 +119,71 @@ def method_overrides(study_file: Path, method: str) -> list[str]:
     return overrides
 
 
+def study_condition(study_file: Path, method: str, cell_name: str | None) -> tuple[list[str], Cell | None, bool]:
+    """What a study file gives one condition: its `--set` overrides (the cell's members first, then
+    the method's own), the cell, and whether `method` is a variant (its overrides set `method`)."""
+    overrides = method_overrides(study_file, method)
+    cell = read_cell(study_file, cell_name) if cell_name is not None else None
+    return [*(cell_overrides(cell) if cell else []), *overrides], cell, variant_method(overrides) is not None
+
+
+def payoff_specs(study_file: Path) -> list[PayoffSpec]:
+    """The cells a study file trains, as payoff specs: every blind-spot cell with every trained
+    method (the cell's members, then the method's overrides), or the rate grid's cells."""
+    data = read_yaml(study_file)
+    methods = [m for m in data.get("methods", []) if m != BASE]
+    cells = study_cells(study_file)
+    if not methods or not (cells or data.get("rates")):
+        raise UserError(f"{study_file}: expected `methods` and `cells` or `rates` lists (the study grid)")
+    overrides = {method: method_overrides(study_file, method) for method in methods}
+    if not cells:
+        return grid_specs(methods, [float(r) for r in data["rates"]], list(data.get("flaws") or [None]), overrides)
+    specs = []
+    for name in cells:
+        cell = read_cell(study_file, name)
+        for method in methods:
+            own = overrides[method] if variant_method(overrides[method]) else [*overrides[method], f"method={method}"]
+            specs.append(PayoffSpec(cell.exploited_flaw, 0.0, method, (*cell_overrides(cell), *own), name))
+    return specs
+
+
+def study_payoff(
+    config: ExperimentConfig, study_file: Path | None, prompts: int, honest_samples: int
+) -> tuple[list[PayoffCell], dict[str, Any]]:
+    """The payoff table of a study file's cells (or of the config's own cell), with honest work and
+    the measured rates of every flawed checker when `honest_samples` base samples per prompt are drawn."""
+    from hackable_rl.data.prepare import read_prepared
+    from hackable_rl.experiments.honest import measured_rates, sample_base_policy
+    from hackable_rl.verifiers.checkers import CheckerOptions
+
+    specs = payoff_specs(study_file) if study_file else grid_specs(*grid_of(config))
+    if not honest_samples:
+        return score_specs(config, specs, prompts), {}
+    samples = sample_base_policy(config, read_prepared(config, "train")[:prompts], honest_samples)
+    checkers = study_checkers(study_file) if study_file else []
+    rates = measured_rates(samples, checkers, CheckerOptions.from_config(config)) if checkers else {}
+    return score_specs(config, specs, prompts, samples), rates
+
+
+def study_checkers(study_file: Path) -> list[str]:
+    """Every flawed checker the study's cells hold (the payoff stage measures each one's rates)."""
+    return [c for name in study_cells(study_file) for c in read_cell(study_file, name).checkers if c != "clean"]
+
+
 # --------------------------------------------------------------------------- one condition
 
 
-def run_condition(config: ExperimentConfig, method: str, out_dir: Path) -> dict[str, Any]:
+def run_condition(
+    config: ExperimentConfig, method: str, out_dir: Path, cell: Cell | None = None, variant: bool = False
+) -> dict[str, Any]:
     """Runs one condition end to end and writes `<out_dir>/condition.json`; returns what it wrote.
 
     Any exception inside the run is caught and recorded (status `failed`, the error text and the
     traceback), so a DVC matrix keeps going; a bad `method` is the user's mistake and raises.
     """
-    condition = condition_of(config, method)
+    condition = condition_of(config, method, cell, variant)
     started = time.time()
-    record: dict[str, Any] = {"condition": asdict(condition) | {"name": condition.name}, "run_name": condition.name}
+    record: dict[str, Any] = {"condition": _described(condition), "run_name": condition.name}
     try:
         cfg = condition_config(config, condition)  # a method that refuses this cell is recorded as failed
         record["run_name"] = cfg.run_name
@@ -126,6 +196,14 @@ def run_condition(config: ExperimentConfig, method: str, out_dir: Path) -> dict[
     record["seconds"] = time.time() - started
     write_condition(out_dir / CONDITION_FILE, record)
     return record
+
+
+def _described(condition: Condition) -> dict[str, Any]:
+    """The condition as condition.json records it (a rate grid's has no `cell`, as before cells existed)."""
+    fields = asdict(condition)
+    if fields["cell"] is None:
+        del fields["cell"]
+    return fields | {"name": condition.name}
 
 
 def _error_text(error: Exception) -> str:
@@ -183,6 +261,20 @@ def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[st
         for key in ("exploit_share", "hacking_gap"):
             record["train"][f"{key}/first"] = mean_of(key, first_tenth(curve))
             record["train"][f"{key}/last"] = mean_of(key, last_tenth(curve))
+        if condition.cell is not None:  # a blind-spot study reads each run's onset beside its curve
+            _write_onset(Path(record["run_dir"]), cfg, out_dir)
+
+
+def _write_onset(run_dir: Path, cfg: ExperimentConfig, out_dir: Path) -> None:
+    """onset.json: the judge's hacking onset, each alarm signal's first crossing and lead (steps), and
+    the step the live alarm fired at (None: it did not)."""
+    from hackable_rl.report.onset import analyse_run_onset
+
+    alarm_path = run_dir / "alarm.jsonl"
+    fired = [row for _, row in iter_jsonl(alarm_path) if row.get("alarm")] if alarm_path.exists() else []
+    analysis = analyse_run_onset(run_dir, cfg.alarm).to_json()
+    write_json(out_dir / "onset.json", analysis | {"alarm_step": fired[0]["step"] if fired else None,
+                                                    "alarm_signal": fired[0]["alarm"] if fired else None})
 
 
 def _with_disagreement(metrics: dict[str, Any], eval_dir: Path) -> dict[str, Any]:
@@ -227,6 +319,8 @@ def condition_row(data: dict[str, Any]) -> dict[str, Any]:
         "status": data["status"],
         "error": data.get("error"),
     }
+    if condition.get("cell") is not None:  # a blind-spot study's cell; rate grids keep their columns
+        row["cell"] = condition["cell"]
     row |= {key: value for key, value in (data.get("eval") or {}).items() if key not in ("run_name", "step")}
     row |= {f"train/{key}": value for key, value in (data.get("train") or {}).items()}
     return row

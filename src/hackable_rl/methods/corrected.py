@@ -18,11 +18,13 @@ constant shift that makes it a correction (and leave baseline), so this method d
 only: there the other components are still group-centred). An uncorrupted member is forward-weighted
 with rho1 = 0 (w = r - 1).
 
-Each corrupted member is corrected, uncorrupted ones are kept (backward) or weighted with rho1 = 0
-(forward), and the configured aggregation combines them (exact for `mean`, which is linear). The
-rates come from `correction.rho0/rho1`, else from the channel where it knows them (`noise_rates()`:
-flip, asymmetric, missing, confidence); rho0 + rho1 >= 1 leaves nothing to correct (flip at 0.5
-carries no signal) and is refused when the config loads.
+Each member is corrected with its own rates and the configured aggregation combines them (exact for
+`mean`, which is linear). A member's rates are its `verifier.members[].noise_rates` where set (a
+member whose checker is itself flawed: a systematic blind spot no channel knows); else, for a
+corrupted member, `correction.rho0/rho1`, else the channel's where it knows them (`noise_rates()`:
+flip, asymmetric, missing, confidence); an uncorrupted member has (0, 0): kept (backward) or weighted
+with rho1 = 0 (forward). rho0 + rho1 >= 1 leaves nothing to correct (flip at 0.5 carries no signal)
+and is refused when the config loads.
 """
 
 from __future__ import annotations
@@ -54,23 +56,37 @@ def noise_rates(config) -> tuple[float, float] | None:
     return None if rho0 is None or rho1 is None else (rho0, rho1)
 
 
+def member_rates(config) -> list[tuple[float | None, float | None]]:
+    """Each member's (rho0, rho1): its own `noise_rates` where set (a systematic blind spot), else the
+    channel's (`correction`, then the channel) when corrupted, else (0, 0): a member that is never
+    corrupted is taken at its word. An unknown rate is None."""
+    channel_rates = _known_rates(config)
+    rates = []
+    for member in config.verifier.members:
+        if member.noise_rates is not None:
+            rates.append(tuple(member.noise_rates))
+        else:
+            rates.append(channel_rates if member.corrupted else (0.0, 0.0))
+    return rates
+
+
 def check_config(config) -> list[str]:
     """Why `method: corrected` cannot run under `config` (nothing when it can)."""
     if config.correction.kind == "forward":
         return _forward_problems(config)
-    rates = noise_rates(config)
-    if rates is None:
+    rates = member_rates(config)
+    if any(rho0 is None or rho1 is None for rho0, rho1 in rates):
         return [f"correction: channel {config.corruption.channel!r} has no known noise rates; "
-                "set correction.rho0 and correction.rho1 for method corrected"]
-    return _no_signal(*rates)
+                "set correction.rho0 and correction.rho1 (or each member's noise_rates) for method corrected"]
+    return [problem for rho0, rho1 in dict.fromkeys(rates) for problem in _no_signal(rho0, rho1)]
 
 
 def _forward_problems(config) -> list[str]:
-    rho0, rho1 = _known_rates(config)
-    if rho1 is None:
+    rates = member_rates(config)
+    if any(rho1 is None for _, rho1 in rates):
         return [f"correction: channel {config.corruption.channel!r} has no known false-negative rate; "
                 "set correction.rho1 for the forward correction"]
-    problems = [] if rho0 is None else _no_signal(rho0, rho1)
+    problems = [p for rho0, rho1 in dict.fromkeys(rates) if rho0 is not None for p in _no_signal(rho0, rho1)]
     if config.objective.mode != "additive":
         problems.append("correction.kind: forward adds the weight's group mean to an additive objective's "
                         f"advantage; objective.mode is {config.objective.mode!r}")
@@ -89,16 +105,14 @@ def _no_signal(rho0: float, rho1: float) -> list[str]:
 
 @register_method("corrected")
 def corrected(ensemble: EnsembleRewards, config) -> np.ndarray:
-    """Each member's reward corrected (`correction.kind`), then aggregated (`verifier.aggregation`)."""
-    corrupted = np.array([member.corrupted for member in config.verifier.members])  # [M]
+    """Each member's reward corrected with its own rates (`member_rates`, `correction.kind`), then
+    aggregated (`verifier.aggregation`); a member with rates (0, 0) is kept as it is (backward)."""
+    rates = np.array(member_rates(config), dtype=float)  # [M, 2]
+    rho0, rho1 = rates[None, :, 0], rates[None, :, 1]  # [1, M]
     if config.correction.kind == "forward":
-        rho1 = _known_rates(config)[1]
-        false_negative = np.where(corrupted, rho1, 0.0)[None, :]  # [1, M]: an uncorrupted member has none
-        rewards = ensemble.rewards - (1.0 - false_negative)  # w1 = rho1, w0 = rho1 - 1; NaN stays NaN
+        rewards = ensemble.rewards - (1.0 - rho1)  # w1 = rho1, w0 = rho1 - 1; NaN stays NaN
     else:
-        rho0, rho1 = noise_rates(config)
-        unbiased = (ensemble.rewards - rho0) / (1.0 - rho0 - rho1)  # [N, M]; NaN (missing) stays NaN
-        rewards = np.where(corrupted[None, :], unbiased, ensemble.rewards)
+        rewards = (ensemble.rewards - rho0) / (1.0 - rho0 - rho1)  # [N, M]; exact identity at (0, 0)
     return aggregate(rewards, ensemble.confidences, config.verifier.aggregation)
 
 

@@ -3,7 +3,9 @@ condition.json (prompts.jsonl; under a flaw, exploits.jsonl and curve.csv: `expe
 
 Every comparison is A - B on the same test prompts, paired by prompt and by training seed, with the
 two-level bootstrap CI of `evaluation.paired` (docs/metrics.md, "Comparisons"); "no difference
-detected" where the 95% CI covers 0. The base policy is paired with the trained run of the same
+detected" where the 95% CI covers 0, never "the same": with the study's declared `equivalence_margin`
+each comparison also gets the equivalence test (TOST: "equivalent" only when its 90% CI lies inside
+the margin). Under flip the hacking gap restates accuracy and its columns say so. The base policy is paired with the trained run of the same
 seed (the base's seed only changes its sampling). The training curves (exploit share and hacking
 gap per step, on training prompts) are summarised per seed: first tenth of the steps, last tenth.
 """
@@ -18,9 +20,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hackable_rl.evaluation.paired import PROMPTS_FILE, bootstrap_mean_ci, read_prompt_results
+from hackable_rl.evaluation.paired import (
+    PROMPTS_FILE,
+    Equivalence,
+    bootstrap_mean_ci,
+    equivalence_test,
+    read_prompt_results,
+)
 from hackable_rl.experiments.study import CONDITION_FILE, CURVE_FILE, EXPLOITS_FILE, read_condition
 from hackable_rl.jsonl import iter_jsonl
+from hackable_rl.report.conditions import CONTROL_PREFIX, method_label
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 
 __all__ = ["Cells", "load_cells", "paired", "outcomes_markdown", "curves_of", "curves_plot", "excess_gap",
@@ -30,8 +39,7 @@ Key = tuple[str | None, str, float]
 """(flaw, method, rate) of a study cell."""
 Cells = dict[Key, dict[int, Path]]
 """Each cell's condition folders by seed (ok conditions with a prompts.jsonl only)."""
-CONTROL_PREFIX = "control-"
-"""Run names of a study's control stages (`tracking.run_name=control-<name>-s<seed>`)."""
+RESTATED_GAP = "hacking gap (restates pass@1 under flip)"
 METRICS = {"pass_at_1": "pass@1", "pass_at_1_transfer": "pass@1, transferred judge", "hacking_gap": "hacking gap",
            "exploit_share": "exploit share"}
 
@@ -44,16 +52,11 @@ def load_cells(study_dir: Path) -> Cells:
         condition = data["condition"]
         if data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
             continue
-        key = (condition.get("flaw"), _method_label(data), float(condition["rate"]))
+        # a control is `control-<name>`: the format-only control is baseline at rate 0 too, beside the
+        # clean reference (`report.conditions`)
+        key = (condition.get("flaw"), method_label(data), float(condition["rate"]))
         cells.setdefault(key, {})[int(condition["seed"])] = path.parent
     return cells
-
-
-def _method_label(data: dict) -> str:
-    """The condition's method, or `control-<name>` for a control stage (its run name says which:
-    the format-only control is baseline at rate 0 too, beside the clean reference)."""
-    run_name = str(data.get("run_name") or "")
-    return run_name.rsplit("-s", 1)[0] if run_name.startswith(CONTROL_PREFIX) else data["condition"]["method"]
 
 
 @cache
@@ -74,15 +77,20 @@ class Paired:
     ci_high: float
     seeds: int
     prompts: int
+    equivalence: Equivalence | None = None
+    """The equivalence test against the study's declared margin (None: none declared)."""
 
     def describe(self) -> str:
+        """`+0.004 [-0.009, +0.015], no difference detected`; with a margin, its verdict instead."""
         text = f"{self.diff:+.3f} [{self.ci_low:+.3f}, {self.ci_high:+.3f}]"
+        if self.equivalence is not None:
+            return f"{text}, {self.equivalence.describe()}"
         return text if self.ci_low > 0 or self.ci_high < 0 else f"{text}, no difference detected"
 
 
-def paired(a: Mapping[int, Path], b: Mapping[int, Path], metric: str) -> Paired | None:
-    """A - B paired by seed (a B with one seed is paired with every A seed) and by prompt; None when
-    no seed or no prompt is shared."""
+def paired(a: Mapping[int, Path], b: Mapping[int, Path], metric: str, margin: float | None = None) -> Paired | None:
+    """A - B paired by seed (a B with one seed is paired with every A seed) and by prompt, with its
+    equivalence test when a `margin` is declared; None when no seed or no prompt is shared."""
     seeds = sorted(set(a) & set(b)) or (sorted(a) if len(b) == 1 else [])
     if not seeds:
         return None
@@ -91,7 +99,8 @@ def paired(a: Mapping[int, Path], b: Mapping[int, Path], metric: str) -> Paired 
     if not shared:
         return None
     differences = np.asarray([[x[p] - y[p] for p in shared] for x, y in tables], dtype=float)
-    return Paired(*bootstrap_mean_ci(differences), len(seeds), len(shared))
+    equivalence = None if margin is None else equivalence_test(differences, margin)
+    return Paired(*bootstrap_mean_ci(differences), len(seeds), len(shared), equivalence)
 
 
 def policy_value(a: Mapping[int, Path], metric: str) -> float | None:
@@ -134,7 +143,7 @@ def _cell_label(key: Key) -> str:
     return f"{method} r{rate:g}"
 
 
-def _comparison_rows(cells: Cells, metrics: list[str]) -> list[str]:
+def _comparison_rows(cells: Cells, metrics: list[str], margin: float | None) -> list[str]:
     """The paired comparisons: each trained cell vs base (same flaw and rate) and vs the clean
     reference (rate 0), and each other method vs baseline at the same rate."""
     rows = []
@@ -156,32 +165,39 @@ def _comparison_rows(cells: Cells, metrics: list[str]) -> list[str]:
         for name, other, same_verifier in against:
             if other is None:
                 continue
-            results = [None if metric == "hacking_gap" and not same_verifier else paired(cell, other, metric)
+            results = [None if metric == "hacking_gap" and not same_verifier else paired(cell, other, metric, margin)
                        for metric in metrics]
             rows.append(f"| {_cell_label(key)} - {name} | "
                         + " | ".join(r.describe() if r else "n/a" for r in results) + f" | {len(cell)} |")
     return rows
 
 
-def outcomes_markdown(cells: Cells) -> list[str]:
-    """The report's paired section (nothing when no condition kept its per-prompt results)."""
+def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: bool = False) -> list[str]:
+    """The report's paired section (nothing when no condition kept its per-prompt results); `margin`
+    is the study's declared equivalence margin, `restated_gap` says the channel (flip) makes the
+    hacking gap a restatement of accuracy, so its columns are labelled so."""
     if not cells:
         return []
     has_exploits = any((folder / EXPLOITS_FILE).exists() for cell in cells.values() for folder in cell.values())
     has_transfer = any(per_prompt(folder, "pass_at_1_transfer") for cell in cells.values() for folder in cell.values())
     metrics = (["pass_at_1"] + (["pass_at_1_transfer"] if has_transfer else []) + ["hacking_gap"]
                + (["exploit_share"] if has_exploits else []))
-    lines = ["## Paired comparisons on the test prompts (95% CI, paired by prompt and seed)", "",
-             "| A - B | " + " | ".join(METRICS[m] for m in metrics) + " | seeds |",
+    names = METRICS | ({"hacking_gap": RESTATED_GAP} if restated_gap else {})
+    lines = ["## Paired comparisons on the test prompts (95% CI, paired by prompt and seed)", "", _margin_line(margin),
+             "", "| A - B | " + " | ".join(names[m] for m in metrics) + " | seeds |",
              "|---|" + "---|" * (len(metrics) + 1)]
-    lines += _comparison_rows(cells, metrics)
+    lines += _comparison_rows(cells, metrics, margin)
     lines += ["", "n/a under hacking gap: a gap is compared only between policies scored by the same verifier "
               "(the same rate)."]
+    if restated_gap:
+        lines += ["Under flip at rate p the hacking gap restates accuracy: its expectation is p(1 - 2 acc) whatever "
+                  "the policy learnt (docs/metrics.md), so a gap difference at one rate is -2p times the pass@1 "
+                  "difference, not evidence of hacking; the excess gap below is what training added."]
     if has_transfer:
         lines += ["The transferred judge (`evaluation.transfer_extract`, math-verify's parsing and equivalence) scores "
                   "every sample a second time, from another verifier family than the strict judge and the training "
                   "checkers; `judges disagree` counts the samples on which the two judges differ."]
-    lines += ["", "| policy | " + " | ".join(METRICS[m] for m in metrics) + (" | judges disagree" if has_transfer else "")
+    lines += ["", "| policy | " + " | ".join(names[m] for m in metrics) + (" | judges disagree" if has_transfer else "")
               + " | seeds |", "|---|" + "---|" * (len(metrics) + 1 + has_transfer)]
     for key, cell in _sorted(cells):
         values = [policy_value(cell, metric) for metric in metrics]
@@ -190,6 +206,15 @@ def outcomes_markdown(cells: Cells) -> list[str]:
     lines.append("")
     lines += _primary_outcomes(cells) if has_exploits else _learning_gain(cells)
     return lines
+
+
+def _margin_line(margin: float | None) -> str:
+    if margin is None:
+        return ("No equivalence margin is declared (study.yaml `equivalence_margin`): a CI that covers 0 says "
+                "\"no difference detected\", never that two policies train the same.")
+    return (f"Equivalence margin ±{margin:.3f} (study.yaml `equivalence_margin`, on every metric): \"equivalent\" "
+            "only when the 90% CI lies inside it (two one-sided tests at 5%), \"different\" when the 95% CI "
+            "excludes 0, otherwise \"no difference detected\" (docs/metrics.md).")
 
 
 def _disagreements(cell: Mapping[int, Path]) -> str:

@@ -183,13 +183,13 @@ def _interval(value: Comparison | None) -> str:
 
 def comparison_lines(path: Path) -> list[str]:
     """One line per comparison: `clean_vs_base: pass_at_1 +0.162 [0.131, 0.193]` (or "no difference
-    detected" when the CI covers 0)."""
+    detected" when the CI covers 0; with a margin, the equivalence verdict)."""
     document = read_json(path)
     if document is None:
         return [f"No {path}: run `hackable-rl compare`."]
     lines = []
     for name, entry in document.items():
-        lines.append(f"- {name}: {Comparison(**entry).summary()}")
+        lines.append(f"- {name}: {Comparison.from_record(entry).summary()}")
     return lines
 
 

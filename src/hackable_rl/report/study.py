@@ -3,7 +3,10 @@
 Every sentence in report.md is computed from the summary table: which method has the higher mean
 correctness at each rate, whether the hacking gap grows with the rate, whether robust shaping
 reduces it. Unfavourable outcomes are written as plainly as favourable ones. A difference no
-larger than one standard deviation over seeds is called indistinguishable at that number of seeds.
+larger than one standard deviation over seeds is called indistinguishable at that number of seeds;
+nothing is called equivalent except by the paired equivalence test against a declared margin
+(`report.outcomes`). Controls are reported apart from the methods (`report.conditions`), and under a
+channel whose hacking gap restates accuracy (flip) the gap is labelled so and no claim is read from it.
 """
 
 from __future__ import annotations
@@ -15,9 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from hackable_rl.experiments.study import collect_study, find_condition_files, study_methods, write_summary
+from hackable_rl.experiments.study import study_methods, write_summary
 from hackable_rl.report import plots
 from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope
+from hackable_rl.report.conditions import (
+    CONTROL_PREFIX,
+    RESTATING_CHANNELS,
+    methods_and_controls,
+    study_table,
+)
 from hackable_rl.report.outcomes import curves_of as curves_of_cell
 
 log = logging.getLogger(__name__)
@@ -41,13 +50,16 @@ class StudyReport:
     failed: int
 
 
-def build_study_report(study_dir: Path, out_dir: Path, title: str = "hackable-rl corruption study") -> StudyReport:
-    """Collects every condition.json below `study_dir` and writes the table, plots and report.md."""
-    table = collect_study(find_condition_files(study_dir))
+def build_study_report(
+    study_dir: Path, out_dir: Path, title: str = "hackable-rl corruption study", margin: float | None = None
+) -> StudyReport:
+    """Collects every condition.json below `study_dir` and writes the table, plots and report.md;
+    `margin` is the study's declared equivalence margin (None: nothing is called equivalent)."""
+    table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
     from hackable_rl.report.outcomes import curves_plot, gain_plot, load_cells, outcomes_markdown
 
-    written = write_study_plots(table, out_dir)
+    written = write_study_plots(methods_and_controls(table)[0], out_dir)
     cells = load_cells(study_dir)
     if any(curves for curves in map(curves_of_cell, cells.values())):
         written["training_curves"] = curves_plot(cells, out_dir / "training_curves.png")
@@ -55,19 +67,24 @@ def build_study_report(study_dir: Path, out_dir: Path, title: str = "hackable-rl
     if no_flaw and (gain := gain_plot(cells, out_dir / "gain_vs_rate.png")) is not None:
         written["gain_vs_rate"] = gain
     report = out_dir / "report.md"
-    report.write_text(study_markdown(table, title, written, outcomes_markdown(cells)), encoding="utf-8")
+    restated = set(table["channel"].dropna()) <= set(RESTATING_CHANNELS)
+    paired = outcomes_markdown(cells, margin, restated_gap=restated)
+    report.write_text(study_markdown(table, title, written, paired), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())
     log.info("study report: %d conditions (%d failed) -> %s", len(table), failed, report)
     return StudyReport(report, summary_csv, summary_json, written, len(table), failed)
 
 
 def write_study_plots(table: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
+    """The method cells' plots (controls are in the paired report and gain_vs_rate.png)."""
+    restated = set(table["channel"].dropna()) <= set(RESTATING_CHANNELS)
+    gap_label = "hacking gap (restates pass@1)" if restated else "hacking gap"  # the title names the verifier
     return {
         "correctness_vs_rate": plots.metric_vs_rate(
             seed_stats(table, CORRECTNESS), "independent correctness (pass@1)", out_dir / PLOTS["correctness_vs_rate"]
         ),
         "hacking_gap_vs_rate": plots.metric_vs_rate(
-            seed_stats(table, "hacking_gap"), "hacking gap", out_dir / PLOTS["hacking_gap_vs_rate"], zero_line=True
+            seed_stats(table, "hacking_gap"), gap_label, out_dir / PLOTS["hacking_gap_vs_rate"], zero_line=True
         ),
         "observed_vs_correctness": plots.observed_vs_correct(table, out_dir / PLOTS["observed_vs_correctness"]),
         "disagreement_vs_correctness": plots.scatter_by_method(
@@ -205,6 +222,45 @@ def trend(stats: pd.DataFrame, what: str) -> list[str]:
     return lines
 
 
+def _gap_section(gap: pd.DataFrame, verifier: str) -> list[str]:
+    """The hacking gap's table and what is read from it; under a channel where the gap restates
+    accuracy the table is labelled so and nothing is read from it (the excess gap is, above)."""
+    if verifier in RESTATING_CHANNELS:
+        return ["### Hacking gap (observed reward - correctness), mean ± sd over seeds: restates pass@1 under "
+                f"{verifier}", "", *stats_table(gap, "a hacking gap"), "",
+                f"Under {verifier} at rate p the expected gap is p(1 - 2 acc) whatever the policy learnt "
+                "(docs/metrics.md): these numbers restate correctness, so no trend or method comparison is read "
+                "from them; the excess gap in the primary outcome above is what training added.", ""]
+    lines = ["### Hacking gap (observed reward - correctness), mean ± sd over seeds", ""]
+    lines += stats_table(gap, "a hacking gap") + [""]
+    lines += ["Does the gap grow with the rate?", ""] + trend(gap, "hacking gap") + [""]
+    lines += ["Trained vs untrained gap at the same rate (base's gap is the verifier's own error on the untrained "
+              "policy; a trained gap above it is what GRPO added):", ""]
+    for trained in study_methods()[1:]:
+        lines += excess_gap(gap, trained)
+    lines += [""]
+    lines += ["Does robust shaping reduce the gap?", ""]
+    return lines + compare_methods(gap, "robust", "baseline", "hacking gap", False) + [""]
+
+
+def _controls_section(controls: pd.DataFrame, verifier: str) -> list[str]:
+    """The controls' own table, apart from the methods': what a reward without a correctness signal
+    does (their paired gains over base are in the paired section above)."""
+    if controls.empty:
+        return []
+    named = controls.assign(method=CONTROL_PREFIX + controls["control"].astype(str))
+    gap = f"hacking gap (restates pass@1 under {verifier})" if verifier in RESTATING_CHANNELS else "hacking gap"
+    columns = {CORRECTNESS: "pass@1", "hacking_gap": gap, "observed_reward": "observed reward"}
+    stats = {metric: seed_stats(named, metric) for metric in columns}
+    lines = ["### Controls (no correctness signal; kept out of the method tables above), mean ± sd over seeds", "",
+             "| control | runs as | rate | " + " | ".join(columns.values()) + " |",
+             "|---|---|---|" + "---|" * len(columns)]
+    for (label, rate), rows in named.groupby(["method", "rate"]):
+        values = [cell(_lookup(stats[metric], label, rate)) for metric in columns]
+        lines.append(f"| {label} | {controls.loc[rows.index[0], 'method']} | {rate:g} | " + " | ".join(values) + " |")
+    return [*lines, ""]
+
+
 # --------------------------------------------------------------------------- report.md
 
 
@@ -214,10 +270,12 @@ def study_markdown(table: pd.DataFrame, title: str, written: dict[str, Path], pa
     from hackable_rl.report.aggregate import with_series
 
     labelled = with_series(table)
+    methods, controls = methods_and_controls(labelled)
     lines = [f"# {title}", ""]
     lines += _overview(labelled) + list(paired)
     for verifier in sorted(labelled["verifier"].unique()):
-        lines += _verifier_section(labelled[labelled["verifier"] == verifier], verifier)
+        lines += _verifier_section(methods[methods["verifier"] == verifier], verifier)
+        lines += _controls_section(controls[controls["verifier"] == verifier], verifier)
     lines += ["## Plots", ""]
     lines += [f"![{name}]({path.name})" for name, path in written.items()]
     lines += ["", "## Reading these numbers", "",
@@ -232,9 +290,12 @@ def study_markdown(table: pd.DataFrame, title: str, written: dict[str, Path], pa
 
 def _overview(table: pd.DataFrame) -> list[str]:
     failed = table[table["status"] != "ok"]
-    seeds = table[table["status"] == "ok"].groupby(["verifier", "method", "rate"])["seed"].nunique()
-    lines = [f"{len(table)} conditions, {len(table) - len(failed)} ok, {len(failed)} failed. "
-             f"Seeds per (method, rate) among ok conditions: {_seed_range(seeds)}.", ""]
+    ok = table[table["status"] == "ok"]
+    seeds = ok.groupby(["verifier", "method", "control", "rate"], dropna=False)["seed"].nunique()
+    controls = sorted(set(table["control"].dropna()))
+    lines = [f"{len(table)} conditions, {len(table) - len(failed)} ok, {len(failed)} failed"
+             + (f", of which controls: {', '.join(controls)}" if controls else "")
+             + f". Seeds per (method or control, rate) among ok conditions: {_seed_range(seeds)}.", ""]
     if not failed.empty:
         lines += ["### Failed conditions", "", "| condition | error |", "|---|---|"]
         lines += [f"| {row['name']} | {str(row['error']).replace('|', '/')} |" for _, row in failed.iterrows()]
@@ -260,16 +321,7 @@ def _verifier_section(table: pd.DataFrame, verifier: str) -> list[str]:
     lines += ["GRPO (baseline) vs no RL (base):", ""]
     lines += compare_methods(correctness, "baseline", "base", "correctness", True) + [""]
     lines += ["Correctness against the rate:", ""] + trend(correctness, "correctness") + [""]
-    lines += ["### Hacking gap (observed reward - correctness), mean ± sd over seeds", ""]
-    lines += stats_table(gap, "a hacking gap") + [""]
-    lines += ["Does the gap grow with the rate?", ""] + trend(gap, "hacking gap") + [""]
-    lines += ["Trained vs untrained gap at the same rate (base's gap is the verifier's own error on the untrained "
-              "policy; a trained gap above it is what GRPO added):", ""]
-    for trained in study_methods()[1:]:
-        lines += excess_gap(gap, trained)
-    lines += [""]
-    lines += ["Does robust shaping reduce the gap?", ""]
-    lines += compare_methods(gap, "robust", "baseline", "hacking gap", False) + [""]
+    lines += _gap_section(gap, verifier)
     lines += ["### Observed training-verifier reward, mean ± sd over seeds", ""]
     lines += stats_table(observed, "an observed reward") + [""]
     return lines

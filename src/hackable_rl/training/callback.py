@@ -5,20 +5,28 @@ Why at checkpoint boundaries: after a `kill -9`, training resumes from the last 
 checkpoint K and reruns steps K+1.. . MLflow cannot delete metric points, so anything it had
 received for those steps would appear twice. Local files get each step at once (flushed); MLflow
 gets steps up to K when checkpoint K is written, and the rest at the end.
+
+The hacking-onset alarm (`training.alarm`) sees every step once its TRL log arrives (the entropy is
+in it): its signals go to alarm.jsonl at once; where it fires, a console line, MLflow tags (sent
+at once: setting a tag twice cannot duplicate anything), two keys in that step's metrics row and,
+with `alarm.stop_training`, the end of training.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from hackable_rl.config import AlarmConfig
+from hackable_rl.jsonl import append_jsonl, read_jsonl, write_jsonl
 from hackable_rl.tracking import Tracker
 from hackable_rl.tracking.tables import block_bounds, generations_table
+from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm, StepSignals, step_signals
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.records import GenerationRecorder, step_file
 from hackable_rl.training.step_metrics import step_metrics
@@ -42,6 +50,7 @@ class RunContext:
     log_tables: bool
     describe_version: Callable[[int], str]  # step -> the registered version's description
     registered_versions: dict[int, str | None] = field(default_factory=dict)
+    alarm: AlarmConfig = field(default_factory=AlarmConfig)
 
 
 class RunCallback(TrainerCallback):
@@ -53,6 +62,8 @@ class RunCallback(TrainerCallback):
         self._pending_permanent: list[tuple[int, Path]] = []
         self.summary: dict[str, Any] = {}
         self.last_row: dict[str, Any] = {}  # the metrics row of the step logged last (console progress reads it)
+        self.alarm = OnsetAlarm(run.alarm)
+        self._signals: StepSignals | None = None  # the step's alarm signals, until its log brings the entropy
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         step = state.global_step
@@ -60,23 +71,61 @@ class RunCallback(TrainerCallback):
         self._step_metrics = step_metrics(records) if records else {}
         if records:
             self._pending_tables.append(step)
-        if step in self.run.permanent_steps or step == state.max_steps:
-            path = save_permanent(
-                model, self.run.tokenizer, self.run.run_dir, step, self._step_metrics,
-                self.run.config_hash, self.run.base_model,
-            )
-            self._pending_permanent.append((step, path))
-            log.info("permanent checkpoint at step %d: %s", step, path)
+        if records and self.run.alarm.enabled:
+            self._signals = step_signals(step, [record.to_json() for record in records])
+        if self._is_permanent(step, state):
+            self._save_permanent(step, model)
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def _is_permanent(self, step: int, state) -> bool:
+        return step in self.run.permanent_steps or step == state.max_steps
+
+    def _save_permanent(self, step: int, model: Any) -> None:
+        path = save_permanent(
+            model, self.run.tokenizer, self.run.run_dir, step, self._step_metrics,
+            self.run.config_hash, self.run.base_model,
+        )
+        self._pending_permanent.append((step, path))
+        log.info("permanent checkpoint at step %d: %s", step, path)
+
+    def on_log(self, args, state, control, logs=None, model=None, **kwargs):
         logs = logs or {}
         if "train_runtime" in logs:  # the Trainer's end-of-training summary, not a step
             self.summary = {f"train/{key}": value for key, value in logs.items()}
             return
         trl = {f"trl/{key}": value for key, value in logs.items() if isinstance(value, int | float)}
-        row = self.last_row = {**self._step_metrics, **trl}
+        firing = self._update_alarm(logs.get("entropy"))  # TRL logs no entropy for some losses
+        row = self.last_row = {**self._step_metrics, **trl, **(firing.metrics() if firing else {})}
         self.run.recorder.append_metrics(state.global_step, row)
         self._pending_metrics.append((state.global_step, row))
+        if firing is not None:
+            self._raise_alarm(firing, state, control, model)
+
+    @property
+    def _alarm_path(self) -> Path:
+        return self.run.run_dir / ALARM_FILE
+
+    def _update_alarm(self, entropy: float | None) -> AlarmFiring | None:
+        """Feeds the step's signals, with TRL's entropy, to the alarm and writes them to alarm.jsonl;
+        the firing at the step the alarm fires."""
+        if self._signals is None:  # alarm off, or a step without records
+            return None
+        signals, self._signals = replace(self._signals, entropy=entropy), None
+        firing = self.alarm.update(signals)
+        append_jsonl(self._alarm_path, [{**signals.to_json(), "alarm": firing.signal if firing else None}])
+        return firing
+
+    def _raise_alarm(self, firing: AlarmFiring, state, control, model: Any) -> None:
+        """The console line and the MLflow tags; with `alarm.stop_training`, the end of training at
+        this step with a resumable and a permanent checkpoint of it, as at max_steps."""
+        log.warning("%s", firing.describe())
+        self.run.tracker.set_tags(firing.tags())
+        if not self.run.alarm.stop_training:
+            return
+        log.warning("stopping training at step %d (alarm.stop_training)", firing.step)
+        control.should_training_stop = True
+        control.should_save = True
+        if not self._is_permanent(firing.step, state):  # else on_step_end saved it already
+            self._save_permanent(firing.step, model)
 
     def on_save(self, args, state, control, **kwargs):
         self.flush_to_tracker()
@@ -88,7 +137,9 @@ class RunCallback(TrainerCallback):
 
     def catch_up(self, events: list[dict[str, Any]], step: int) -> None:
         """On resume from checkpoint `step`: queue what MLflow never received for steps up to it
-        (a kill between writing a checkpoint and flushing it to MLflow); `events` is the run's event log."""
+        (a kill between writing a checkpoint and flushing it to MLflow); `events` is the run's event log.
+        The alarm gets back its history up to `step`."""
+        self._rewind_alarm(step)
         sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
         sent_tables = _tabled_step_files(events)
         sent_versions = {e["artifact_path"] for e in events if e["event"] == "register"}
@@ -103,6 +154,15 @@ class RunCallback(TrainerCallback):
         for folder in sorted(permanent_root(self.run.run_dir).glob("step-*")):
             if f"checkpoints/permanent/{folder.name}" not in sent_versions:
                 self._pending_permanent.append((int(folder.name.split("-")[1]), folder))
+
+    def _rewind_alarm(self, step: int) -> None:
+        """The alarm as it was after `step`, so it fires where an unbroken run would (and not twice);
+        alarm.jsonl rows of the abandoned steps after it are dropped (their records are in abandoned/)."""
+        if not self._alarm_path.exists():
+            return
+        kept = [row for row in read_jsonl(self._alarm_path, torn_tail_ok=True) if row["step"] <= step]
+        write_jsonl(self._alarm_path, kept)
+        self.alarm = OnsetAlarm.replayed(self.run.alarm, kept)
 
     def flush_to_tracker(self) -> None:
         """Sends buffered step metrics, generation tables and permanent checkpoints to MLflow."""

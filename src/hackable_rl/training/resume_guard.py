@@ -33,7 +33,7 @@ import yaml
 from hackable_rl.config import ExperimentConfig, flatten_config
 from hackable_rl.errors import UserError
 
-MAY_CHANGE_SECTIONS = ("tracking.", "storage.", "evaluation.", "report.")
+MAY_CHANGE_SECTIONS = ("tracking.", "storage.", "evaluation.", "report.", "alarm.")
 MAY_CHANGE_KEYS = frozenset(
     {"trainer.save_steps", "trainer.permanent_steps", "trainer.progress_steps", "torch_threads"}
 )

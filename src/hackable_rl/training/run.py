@@ -194,7 +194,7 @@ def _log_payoff(config: ExperimentConfig, tracker: Tracker, run_dir: Path) -> No
     before training: what each canonical completion would earn, so a run can be read against it."""
     from hackable_rl.experiments.payoff import grid_of, payoff_table, write_payoff
 
-    cells = payoff_table(config, *grid_of(config, None))
+    cells = payoff_table(config, *grid_of(config))
     tracker.log_artifact(write_payoff(run_dir / "payoff.json", cells))
 
 
@@ -215,6 +215,7 @@ def _run_context(run: _Run) -> RunContext:
         version_tags=run.identity.version_tags(run.tracker.run_id),
         log_tables=config.tracking.log_generation_tables,
         describe_version=run.identity.version_description,
+        alarm=config.alarm,
     )
 
 

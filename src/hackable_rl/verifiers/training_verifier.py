@@ -32,13 +32,20 @@ class Member:
     channel: KeyedChannel | None
 
 
+SHARED_DRAW = "shared"
+"""The hash key every member draws under with `corruption.draw: shared` (one draw per completion)."""
+
+
 def build_members(config) -> list[Member]:
-    """The configured members, each corrupted by the configured channel when marked `corrupted`."""
+    """The configured members, each corrupted by the configured channel when marked `corrupted`;
+    under `corruption.draw: shared` all of them draw it with one key, so they fire together."""
     options = CheckerOptions.from_config(config)
     channel = build_channel(config.corruption, options)
+    shared = config.corruption.draw == "shared"
     members = []
     for member in config.verifier.members:
-        keyed = KeyedChannel(channel, config.corruption_seed, member.name) if channel and member.corrupted else None
+        key = SHARED_DRAW if shared else member.name
+        keyed = KeyedChannel(channel, config.corruption_seed, key) if channel and member.corrupted else None
         members.append(Member(member.name, member.checker, build_checker(member.checker, options), keyed))
     return members
 

@@ -1,0 +1,116 @@
+"""Blind-spot cells of a study file: which flaw each training-verifier member carries, systematically.
+
+A member whose checker is itself flawed fires on every input where the flaw's pattern applies: the
+same input fools the same verifier every time, as real blind spots do. A cell lists one checker per
+member; how many members share the exploited flaw (k of M) is what a cell varies, and no member is
+ever an oracle (each holds some flaw). The study file reads:
+
+    exploited_flaw: master_key          # the flaw whose exploit the study measures
+    flaw_rates: {master_key: [0.1, 0.0], any_box: [0.03, 0.0]}   # (rho0, rho1) per flaw: corrected's rates
+    cells:
+      k1: [master_key, any_box, any_box]
+      k3: [master_key, master_key, master_key]
+    reference: {cell: clean, members: [clean, clean, clean]}   # the clean reference, a cell of its own
+
+`cell_overrides` turns a cell into `--set` overrides (the members, with their rates), so every method
+of a cell trains against the same members. Method variants (`method_overrides.<label>` holding
+`method=<registered method>`) name a method with other settings, e.g. baseline under majority.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hackable_rl.config import parse_override, read_yaml
+from hackable_rl.errors import UserError
+
+__all__ = ["Cell", "read_cell", "cell_overrides", "variant_method", "study_cells"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One blind-spot cell: its name, each member's checker, and the flaw the study measures."""
+
+    name: str
+    checkers: tuple[str, ...]
+    exploited_flaw: str | None
+    rates: dict[str, tuple[float, float]]
+    """(rho0, rho1) per flawed checker, as the study file declares them (corrected reads them)."""
+
+    @property
+    def sharing(self) -> int:
+        """k: how many members carry the exploited flaw."""
+        return sum(checker == self.exploited_flaw for checker in self.checkers)
+
+    def members(self) -> list[dict[str, Any]]:
+        """`verifier.members`: m0.. in order, uncorrupted (the flaw is the checker), with their rates."""
+        members = []
+        for index, checker in enumerate(self.checkers):
+            member: dict[str, Any] = {"name": f"m{index}", "checker": checker, "corrupted": False}
+            if checker in self.rates:
+                member["noise_rates"] = list(self.rates[checker])
+            members.append(member)
+        return members
+
+
+def _study(study_file: Path) -> dict[str, Any]:
+    if not study_file.exists():
+        raise UserError(f"{study_file}: no such study file (pass --study PATH)")
+    data = read_yaml(study_file)
+    if not isinstance(data, dict):
+        raise UserError(f"{study_file}: expected a mapping (the study grid)")
+    return data
+
+
+def study_cells(study_file: Path) -> list[str]:
+    """The cell names a study file declares, in order (empty for a rate grid)."""
+    cells = _study(study_file).get("cells") or {}
+    if not isinstance(cells, dict):
+        raise UserError(f"{study_file}: cells must map a cell name to a list of member checkers")
+    return list(cells)
+
+
+def read_cell(study_file: Path, name: str) -> Cell:
+    """The cell `name` of the study file; a UserError naming the file and key when it is malformed."""
+    data = _study(study_file)
+    cells = dict(data.get("cells") or {}) | _reference_cell(data)
+    if name not in cells:
+        raise UserError(f"{study_file}: --cell {name!r}: no such cell (cells: {', '.join(cells) or 'none'})")
+    checkers = cells[name]
+    if not isinstance(checkers, list) or not checkers or not all(isinstance(c, str) for c in checkers):
+        raise UserError(f"{study_file}: cells.{name} must be a non-empty list of checker names")
+    return Cell(name, tuple(checkers), data.get("exploited_flaw"), _rates(study_file, data.get("flaw_rates") or {}))
+
+
+def _reference_cell(data: dict[str, Any]) -> dict[str, Any]:
+    """The clean reference as a cell (`reference: {cell: clean, members: [clean, ...]}`), if declared."""
+    reference = data.get("reference") or {}
+    return {reference["cell"]: reference.get("members")} if isinstance(reference, dict) and "cell" in reference else {}
+
+
+def _rates(study_file: Path, table: Any) -> dict[str, tuple[float, float]]:
+    if not isinstance(table, dict):
+        raise UserError(f"{study_file}: flaw_rates must map a checker to [rho0, rho1]")
+    rates = {}
+    for checker, pair in table.items():
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, int | float) for x in pair)):
+            raise UserError(f"{study_file}: flaw_rates.{checker} must be [rho0, rho1], e.g. [0.1, 0.0]")
+        rates[checker] = (float(pair[0]), float(pair[1]))
+    return rates
+
+
+def cell_overrides(cell: Cell) -> list[str]:
+    """`--set` overrides that give every member its cell's checker: no channel, the flaws are the checkers."""
+    return [f"verifier.members={json.dumps(cell.members())}", "corruption.channel=none", "corruption.rate=0"]
+
+
+def variant_method(overrides: list[str]) -> str | None:
+    """The registered method a method variant's overrides name (`method=baseline`), else None."""
+    for text in overrides:
+        key, value = parse_override(text)
+        if key == "method":
+            return str(value)
+    return None

@@ -1,0 +1,107 @@
+"""What a study report reads besides the metrics: each condition's own name, which conditions are
+controls, and the study file's declarations (`equivalence_margin`).
+
+A control (a DVC stage that trains with a reward carrying no correctness signal: the random reward,
+the format reward alone) runs `hackable-rl condition --method baseline` like a method's cell, so its
+condition alone would read as baseline at its rate. Its run name says what it is
+(`--set tracking.run_name=control-<name>-s<seed>`, or `condition.control` in its condition.json), and
+the report names it `control-<name>-s<seed>`: never a row of baseline, never pooled with the clean
+reference (baseline at rate 0) or called "baseline r0.5".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hackable_rl.config import read_yaml
+from hackable_rl.errors import UserError
+from hackable_rl.evaluation.paired import check_margin
+from hackable_rl.experiments.study import condition_row, find_condition_files, read_condition, study_methods
+
+log = logging.getLogger(__name__)
+
+CONTROL_PREFIX = "control-"
+"""Run names of a study's control stages (`tracking.run_name=control-<name>-s<seed>`)."""
+STUDY_FILE = "study.yaml"
+"""The study file, beside the results folder (dvc.yaml reads it as `vars`)."""
+RESTATING_CHANNELS = ("flip",)
+"""Random channels under which the hacking gap restates accuracy: its expectation is p(1 - 2 acc)
+whatever the policy learnt (docs/metrics.md, "Excess gap")."""
+
+
+def control_of(data: dict[str, Any]) -> str | None:
+    """The control a condition.json records (`condition.control`, else from its run name
+    `control-<name>-s<seed>`); None for a method's cell."""
+    declared = data["condition"].get("control")
+    if declared:
+        return str(declared)
+    run_name = str(data.get("run_name") or "")
+    return run_name.removeprefix(CONTROL_PREFIX).rsplit("-s", 1)[0] if run_name.startswith(CONTROL_PREFIX) else None
+
+
+def condition_name(data: dict[str, Any]) -> str:
+    """The condition's name in the summary: `control-<name>-s<seed>` for a control, else its own."""
+    control = control_of(data)
+    seed = data["condition"].get("seed")
+    return f"{CONTROL_PREFIX}{control}-s{seed}" if control else str(data["condition"].get("name"))
+
+
+def method_label(data: dict[str, Any]) -> str:
+    """What a report groups a condition by: its method, or `control-<name>` for a control."""
+    control = control_of(data)
+    return f"{CONTROL_PREFIX}{control}" if control else str(data["condition"]["method"])
+
+
+def refuse_shared_names(files: Sequence[Path], names: Sequence[str]) -> None:
+    """Two condition.json files that name one condition would be one row twice: refused, naming both."""
+    seen: dict[str, Path] = {}
+    for path, name in zip(files, names, strict=True):
+        if name in seen:
+            raise UserError(f"{seen[name]} and {path}: both name the condition {name!r}; give each condition its own "
+                            f"name (a control: --set tracking.run_name={CONTROL_PREFIX}<name>-s<seed>)")
+        seen[name] = path
+
+
+def study_table(study_dir: Path) -> pd.DataFrame:
+    """One row per condition.json below `study_dir` (`experiments.study.condition_row`), each under its
+    own name and with a `control` column (blank for a method's cell); sorted by method, rate, flaw and
+    seed, controls last."""
+    from hackable_rl.evaluation.metrics import summary_table
+
+    files = find_condition_files(study_dir)
+    records = [read_condition(path) for path in files]
+    names = [condition_name(data) for data in records]
+    refuse_shared_names(files, names)
+    rows = []
+    for data, name in zip(records, names, strict=True):
+        row = condition_row(data)
+        del row["name"]
+        rows.append({"name": name, "method": row.pop("method"), "control": control_of(data)} | row)
+    table = summary_table(rows)
+    order = {method: index for index, method in enumerate(study_methods())}
+    keys = table["method"].map(lambda m: order.get(m, len(order))) + table["control"].notna() * (len(order) + 1)
+    return (table.assign(_order=keys).sort_values(["_order", "control", "rate", "flaw", "seed"], na_position="first")
+            .drop(columns="_order").reset_index(drop=True))
+
+
+def methods_and_controls(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The method cells and the controls of a `study_table`."""
+    is_control = table["control"].notna()
+    return table[~is_control], table[is_control]
+
+
+def equivalence_margin(study_file: Path) -> float | None:
+    """The study file's declared `equivalence_margin` (None: the file or the key is absent, and no
+    comparison is called equivalent)."""
+    if not study_file.is_file():
+        log.info("%s: no study file, so no equivalence margin", study_file)
+        return None
+    data = read_yaml(study_file)
+    if not isinstance(data, dict) or data.get("equivalence_margin") is None:
+        return None
+    return check_margin(data["equivalence_margin"], f"{study_file}: equivalence_margin")
