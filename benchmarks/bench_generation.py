@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from hackable_rl.config import ExperimentConfig, load_config
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import load_config
 from hackable_rl.data.prompting import render_prompt
 from hackable_rl.jsonl import read_jsonl
 from hackable_rl.models.generation import GenerationSettings, generate_completions

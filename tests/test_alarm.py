@@ -10,7 +10,9 @@ import pytest
 from transformers import TrainerControl, TrainerState
 
 from hackable_rl.answers.parsing import parse_strict
-from hackable_rl.config import AlarmConfig, ConfigError, load_config
+from hackable_rl.config import AlarmConfig
+from hackable_rl.config_loading import load_config
+from hackable_rl.errors import ConfigError
 from hackable_rl.evaluation.judge import Judgment
 from hackable_rl.jsonl import append_jsonl, read_jsonl
 from hackable_rl.records import GenerationRecord, VerifierRecord

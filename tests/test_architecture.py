@@ -1,6 +1,7 @@
-"""The floors of the house, checked from the source: `answers/` at the bottom imports nothing above
-it, `verifiers/` never imports `rewards/` (or the scoring that sits on both), and no function or
-file outgrows what a reader takes in at once (config.py is one source of truth and may be long)."""
+"""The floors of the house, checked from the source: the import graph has no circle, `answers/` at
+the bottom imports nothing above it, `verifiers/` never imports `rewards/` (or the scoring that sits
+on both), and no function or file outgrows what a reader takes in at once (config.py, the schema, is
+one source of truth and may be longer)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hackable_rl"
 MAX_FUNCTION_LINES = 60
 MAX_FILE_LINES = 450
 LONG_FILES_ALLOWED = {"config.py"}
+MAX_SCHEMA_LINES = 650
 
 
 def _imports(path: Path) -> set[str]:
@@ -24,6 +26,91 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return {name for name in names if name.startswith("hackable_rl")}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports, at the top or inside a function. `from a import b`
+    is an edge to `a.b` when b is a module, else to `a`; importing `p.q` from outside package `p` runs
+    `p/__init__.py` too, so it is also an edge to `p`. Imports under `if TYPE_CHECKING:` never run
+    and are left out."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skipped = {id(n) for node in ast.walk(tree) if _is_type_checking(node) for n in ast.walk(node)}
+        targets = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                               for a in node.names)
+        owners = {_owner(target, modules) for target in targets} - {None, name}
+        graph[name] = owners | {package for owner in owners for package in _outer_packages(owner, name)}
+    return graph
+
+
+def _outer_packages(module: str, importer: str) -> set[str]:
+    """The packages above `module` whose `__init__` an import from `importer` runs first."""
+    parts = module.split(".")
+    packages = {".".join(parts[:end]) for end in range(2, len(parts))}
+    return {p for p in packages if importer != p and not importer.startswith(p + ".")}
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and ast.unparse(node.test) in {"TYPE_CHECKING", "typing.TYPE_CHECKING"}
+
+
+def _owner(target: str, modules: dict[str, Path]) -> str | None:
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def _a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of `graph` (its modules in order, the first repeated at the end), or None."""
+    state: dict[str, str] = {}
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                return path[path.index(target):] + [target]
+            if target not in state and (found := visit(target, path + [target])):
+                return found
+        state[module] = "done"
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module, [module])):
+            return found
+    return None
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    graph = _import_graph()
+    assert len(graph) > 100 and "hackable_rl.extensions" in graph["hackable_rl.config_loading"]
+    cycle = _a_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert _a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _a_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_schema_imports_nothing_above_it() -> None:
+    below = {"hackable_rl.bounds", "hackable_rl.config_types", "hackable_rl.storage", "hackable_rl.errors"}
+    graph = _import_graph()
+    assert graph["hackable_rl.config"] <= below, graph["hackable_rl.config"]
+    assert (PACKAGE / "config.py").read_text().count("\n") < MAX_SCHEMA_LINES
 
 
 def _modules(folder: str) -> list[Path]:

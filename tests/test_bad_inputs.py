@@ -163,6 +163,25 @@ CASES = [
     case("set-nan-fp-scale",
          "train -c plain.yaml --set corruption.channel=asymmetric --set corruption.kwargs.fp_scale=.nan",
          "corruption.kwargs.fp_scale: got nan"),
+    # ---- inf/-inf/NaN in every numeric channel setting (a clean-named run that pays every wrong answer)
+    case("set-inf-fp-scale-at-rate-0",
+         "validate -c plain.yaml --set corruption.channel=asymmetric --set corruption.rate=0"
+         " --set corruption.kwargs.fp_scale=inf", "corruption.kwargs.fp_scale: got 'inf'; expected a finite number"),
+    *[
+        case(f"set-{value.strip('.')}-{channel}-{setting}",
+             f"validate -c plain.yaml --set corruption.channel={channel} --set corruption.kwargs.{setting}={value}",
+             f"corruption.kwargs.{setting}: got {float(value.replace('.', ''))!r}; expected a finite number")
+        for channel, setting in [("asymmetric", "fp_scale"), ("asymmetric", "fn_scale"), ("bias", "fp_scale"),
+                                 ("bias", "fn_scale"), ("confidence", "confidence_floor")]
+        for value in [".inf", "-.inf", ".nan"]
+    ],
+    case("set-nan-disagreement-lambda", "validate -c plain.yaml --set robust.disagreement_lambda=.nan",
+         "robust.disagreement_lambda: got nan"),
+    case("set-neg-inf-beta", "validate -c plain.yaml --set trainer.beta=-.inf", "trainer.beta: got -inf"),
+    case("set-inf-learning-rate", "validate -c plain.yaml --set trainer.learning_rate=.inf",
+         "trainer.learning_rate: got inf"),
+    case("set-nan-temperature", "validate -c plain.yaml --set generation.temperature=.nan",
+         "generation.temperature: got nan"),
     case("channel-setting-unknown",
          "train -c plain.yaml --set corruption.channel=asymmetric --set corruption.kwargs.fp_scal=2",
          "corruption.kwargs.fp_scal: unknown setting (did you mean fp_scale?"),

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hackable_rl.config import load_config, validate_config
+from hackable_rl.config_loading import load_config, validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import cell_overrides, read_cell, study_cells, variant_method
@@ -19,7 +19,12 @@ from hackable_rl.experiments.honest import HonestSamples, measured_rates
 from hackable_rl.experiments.payoff import CANONICAL, PayoffCell, format_payoff, unpayable_problem
 from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
 from hackable_rl.jsonl import write_jsonl
-from hackable_rl.report.blind_spots import blind_spot_outcomes, gap_growth, load_cell_conditions, restated_cells
+from hackable_rl.report.blind_spots import (
+    blind_spot_outcomes,
+    gap_growth,
+    load_cell_conditions,
+    restated_cells,
+)
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS
 from hackable_rl.verifiers.training_verifier import TrainingVerifier
 from hackable_rl.verifiers.types import Example
@@ -50,7 +55,7 @@ def test_a_cell_becomes_uncorrupted_members_with_their_flaws_rates() -> None:
 
 
 def _raw(overrides: list[str]) -> dict:
-    from hackable_rl.config import apply_overrides
+    from hackable_rl.config_loading import apply_overrides
 
     return apply_overrides(load_config(ROOT / "pipelines" / "flawed_verifier" / "params.yaml").model_dump(mode="json"),
                            overrides)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hackable_rl.config import load_config, validate_config
+from hackable_rl.config_loading import load_config, validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import write_jsonl
 from hackable_rl.training import capability

@@ -10,7 +10,9 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import ConfigError, ExperimentConfig, load_config
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import load_config
+from hackable_rl.errors import ConfigError
 from hackable_rl.storage import Storage, mlflow_store_dir, project_root
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hackable_rl.config import ConfigError, validate_config
+from hackable_rl.config_loading import validate_config
+from hackable_rl.errors import ConfigError
 from hackable_rl.extensions import check_config
 from hackable_rl.methods.corrected import noise_rates
 from hackable_rl.scoring import build_reward_pipeline
@@ -91,7 +92,7 @@ def test_configs_it_cannot_correct_are_refused_when_loaded(sections, line) -> No
 
 
 def test_corrected_trains(project) -> None:
-    from hackable_rl.config import load_config
+    from hackable_rl.config_loading import load_config
     from hackable_rl.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 
@@ -105,7 +106,7 @@ def test_corrected_trains(project) -> None:
 
 
 def test_forward_trains_on_the_weight_with_its_group_mean_kept(project) -> None:
-    from hackable_rl.config import load_config
+    from hackable_rl.config_loading import load_config
     from hackable_rl.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hackable_rl.config import validate_config
+from hackable_rl.config_loading import validate_config
 from hackable_rl.scoring import build_reward_pipeline
 from hackable_rl.verifiers import Example, clean_checker
 from hackable_rl.verifiers.corruption import Flip, KeyedChannel, corrupt

@@ -11,11 +11,12 @@ import pytest
 
 import hackable_rl.data  # noqa: F401  (registers the providers)
 from hackable_rl.answers.parsing import extract_all_boxed, parse_reference, parse_strict
-from hackable_rl.config import ConfigError, DataConfig, load_config, validate_config
+from hackable_rl.config import DataConfig
+from hackable_rl.config_loading import load_config, validate_config
 from hackable_rl.data.curriculum import interleave_mixed, weighted_shares
 from hackable_rl.data.providers import gsm8k_sample
 from hackable_rl.data.schema import TrainingSample
-from hackable_rl.errors import UserError
+from hackable_rl.errors import ConfigError, UserError
 from hackable_rl.registry import DATA_PROVIDERS
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -12,8 +12,8 @@ import yaml
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import ConfigError, load_config
-from hackable_rl.errors import UserError
+from hackable_rl.config_loading import load_config
+from hackable_rl.errors import ConfigError, UserError
 from hackable_rl.storage import Storage
 from hackable_rl.training.run_dir import make_room, open_run_dir
 

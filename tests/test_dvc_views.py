@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.report.headline import HEADLINE_KEYS
 from hackable_rl.storage import project_root
 

@@ -10,7 +10,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.jsonl import read_jsonl
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.run import run_training

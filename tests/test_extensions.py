@@ -1,6 +1,7 @@
-"""Every extension point takes a plugin from outside src/: a checker, a corruption channel (with its
-own settings), a method and a report metric from tests/plugins/ drive a two-step training and an
-evaluation, and `validate` checks names against the registries with the nearest name."""
+"""Every extension point takes a plugin from outside src/: a data provider, a checker, a corruption
+channel (with its own settings), an aggregation, a method (with its own config check), a reward
+(declaring what it needs) and a report metric from tests/plugins/ drive a prepare, a two-step
+training and an evaluation, and `validate` checks names against the registries with the nearest name."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.jsonl import read_jsonl
 from hackable_rl.registry import AGGREGATIONS, CHANNELS, CHECKERS, METHODS, REPORT_METRICS
 
 PLUGINS = Path(__file__).parent / "plugins"
 PLUGIN_SETTINGS = [
-    "verifier.members=[{name: m0, checker: 'extension_plugin:last_number_checker'}, {name: m1, corrupted: false}]",
+    "data.provider=extension_plugin:arith_reversed",
+    "verifier.members=[{name: m0, checker: 'extension_plugin:last_number'}, {name: m1, corrupted: false}]",
+    "verifier.aggregation=extension_plugin:first_member",
+    "objective.rewards=[format_tag_reward, correctness_reward, 'extension_plugin:closed_think_reward']",
     "corruption.channel=extension_plugin:stubborn",
     "corruption.rate=0.5",
     "corruption.kwargs.value=0.25",
@@ -42,6 +46,10 @@ def test_plugins_for_every_extension_point_train_and_evaluate(project, monkeypat
     monkeypatch.syspath_prepend(str(PLUGINS))
     args = [part for setting in PLUGIN_SETTINGS for part in ("--set", setting)]
     runner = CliRunner()
+    prepared = runner.invoke(app, ["prepare", *args])
+    assert prepared.exit_code == 0, prepared.output
+    manifest = json.loads((project / "cache/datasets/arith/manifest.json").read_text())
+    assert manifest["provider"] == "extension_plugin:arith_reversed"
     trained = runner.invoke(app, ["train", *args])
     assert trained.exit_code == 0, trained.output
     run_dir = project / "cache/artifacts/runs/plugins"
@@ -52,8 +60,12 @@ def test_plugins_for_every_extension_point_train_and_evaluate(project, monkeypat
         assert record["member.m0.reason"].removeprefix("stubborn:").startswith("last_number:")
         if record["member.m0.reason"].startswith("stubborn:"):
             assert record["member.m0.reward"] == 0.25
-        # ... and the plugin method chose what was optimised
+        # ... the plugin aggregation took m0's word, the plugin method chose what was optimised ...
+        assert record["reward"] == record["member.m0.reward"]
         assert record["optimised_reward"] == pytest.approx(record["reward"] - 0.5 * record["U"])
+        # ... and the plugin reward got the think tags it declared it needs
+        closed = "<think>" in record["completion"] and "</think>" in record["completion"]
+        assert record["extension_plugin:closed_think_reward"] == (0.1 if closed else 0.0)
         assert record["method"] == "extension_plugin:half_penalty"
 
     evaluated = runner.invoke(
@@ -74,6 +86,8 @@ def test_plugins_for_every_extension_point_train_and_evaluate(project, monkeypat
         ("method=extension_plugin:nothing_here", "method: 'extension_plugin:nothing_here': module 'extension_plugin' has no attribute"),
         ("corruption.channel=math:pi", "corruption.channel: corruption channel 'math:pi' is float 3.14"),
         ("corruption.kwargs.value=2", "corruption.kwargs.value: unknown setting (this one takes none)"),
+        ("method=extension_plugin:half_penalty",
+         "method: extension_plugin:half_penalty needs two members or more (one member never disagrees)"),
     ],
 )
 def test_validate_checks_names_against_the_registries(setting, line, monkeypatch) -> None:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from hackable_rl.answers.parsing import parse_reference
 from hackable_rl.cli import app
 from hackable_rl.errors import UserError
-from hackable_rl.evaluation.judge import Judgment, judge_completion, judge_file
+from hackable_rl.evaluation.judge import JudgeOptions, Judgment, judge_completion, judge_file
 from hackable_rl.jsonl import read_jsonl, write_jsonl
 from hackable_rl.verifiers.checkers import clean_checker
 from hackable_rl.verifiers.types import Example
@@ -116,7 +116,7 @@ def test_every_gsm8k_solution_is_right_against_its_own_answer(tmp_path):
     solutions = _gsm8k_answers()
     assert len(solutions) == 1319
     write_jsonl(tmp_path / "in.jsonl", [{"completion": s, "reference": s} for s in solutions])
-    summary = judge_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", extract="cascade")
+    summary = judge_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", options=JudgeOptions(extract="cascade"))
     assert (summary.count, summary.judged, summary.correct, summary.unparseable) == (1319, 1319, 1319, 0)
     assert {row["reason"] for row in read_jsonl(tmp_path / "out.jsonl")} == {"match (hash)"}
 
@@ -131,7 +131,7 @@ def test_every_gsm8k_solution_is_wrong_against_a_deranged_answer(tmp_path):
     rows = [{"completion": solutions[i], "reference": solutions[partner[i]]} for i in range(len(solutions))]
     assert all(parse_reference(r["completion"]) != parse_reference(r["reference"]) for r in rows)
     write_jsonl(tmp_path / "in.jsonl", rows)
-    summary = judge_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", extract="cascade")
+    summary = judge_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", options=JudgeOptions(extract="cascade"))
     assert (summary.count, summary.judged, summary.correct) == (1319, 1319, 0)
 
 
@@ -207,7 +207,7 @@ def test_judge_file_refuses_unknown_extract_mode(tmp_path):
     with pytest.raises(
         UserError, match="--extract: expected one of strict, boxed, cascade, math_verify, auto, got 'lenient'"
     ):
-        judge_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", extract="lenient")
+        judge_file(tmp_path / "in.jsonl", tmp_path / "out.jsonl", options=JudgeOptions(extract="lenient"))
 
 
 # --------------------------------------------------------------------------- the CLI

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hackable_rl.config import ObjectiveConfig, validate_config
+from hackable_rl.config import ObjectiveConfig
+from hackable_rl.config_loading import validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.objectives import LatentNeuraleseObjective, TokenGRPOObjective, build_objective
 from hackable_rl.registry import OBJECTIVES

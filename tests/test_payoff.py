@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.experiments.payoff import CANONICAL, EXPLOITS, SHORT, payoff_table, unpayable_problem
 
 

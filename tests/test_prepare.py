@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.data import load_split, prepare_dataset, read_prepared
 from hackable_rl.data.prompting import PROMPT_PREFIX
 from hackable_rl.errors import UserError

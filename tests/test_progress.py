@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 import hackable_rl.progress as progress
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.progress import PeriodicProgress, progress_bar
 from hackable_rl.tracking.store import quiet_local_transfers
 from hackable_rl.training.console import TrainingProgress, loss_note, progress_line

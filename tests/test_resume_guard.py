@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import flatten_config, load_config
+from hackable_rl.config_loading import flatten_config, load_config
 from hackable_rl.errors import UserError
 from hackable_rl.storage import Storage
 from hackable_rl.tracking.store import tracking_uri

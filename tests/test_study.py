@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.errors import UserError
 from hackable_rl.experiments import study
 from hackable_rl.experiments.evaluate import EvalResult
@@ -128,7 +128,7 @@ def test_base_condition_evaluates_the_base_policy(config, tmp_path: Path, monkey
         write_jsonl(out / "generations.jsonl", [{"U": 0.0}, {"U": 1.0}, {"U": None}])
         return EvalResult(out, {"run_name": target.run_name, "step": None, "pass_at_1": 0.5, "hacking_gap": None}, None)
 
-    monkeypatch.setattr("hackable_rl.experiments.evaluate.evaluate", fake_evaluate)
+    monkeypatch.setattr("hackable_rl.experiments.study.evaluate", fake_evaluate)
     record = study.run_condition(config, "base", tmp_path / "out")
     assert record["status"] == "ok" and record["error"] is None
     assert seen["target"].policy_path is None and seen["target"].run_name == "base-flip-r0.4-s2"

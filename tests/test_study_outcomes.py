@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments import study
 from hackable_rl.experiments.exploits import exploit_share_by_prompt, takes_exploit, training_curve
@@ -129,7 +129,10 @@ def test_the_study_file_beside_the_results_declares_the_margin(tmp_path: Path) -
 def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(project, tmp_path: Path) -> None:
     """corrected at rate 1 under a superset flaw: rho0 + rho1 = 1, nothing to correct."""
     folder = ROOT / "pipelines" / "flawed_verifier"
-    config = load_config(folder / "params.yaml", [f"storage.cache_dir={tmp_path}", "corruption.rate=1.0"])
+    members = '[{name: m0}, {name: m1}, {name: m2}]'  # three members corrupted by the flaw at rate 1
+    config = load_config(folder / "params.yaml", [f"storage.cache_dir={tmp_path}", "corruption.rate=1.0",
+                                                  "corruption.channel=flaw", "corruption.kwargs={flaw: any_box}",
+                                                  f"verifier.members={members}"])
     record = study.run_condition(config, "corrected", tmp_path / "out")
     assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"] and "eval" not in record
     from hackable_rl.experiments.payoff import format_payoff, payoff_table

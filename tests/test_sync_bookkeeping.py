@@ -10,7 +10,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.jsonl import read_jsonl, write_jsonl
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.sync import sync_run

@@ -17,7 +17,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.jsonl import append_jsonl, read_jsonl
 from hackable_rl.storage import Storage
 from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_state

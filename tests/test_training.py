@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from hackable_rl.config import load_config
+from hackable_rl.config_loading import load_config
 from hackable_rl.jsonl import append_jsonl, read_jsonl
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.checkpoints import last_resumable

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hackable_rl.config import validate_config
+from hackable_rl.config_loading import validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.registry import CHECKERS
 from hackable_rl.scoring import build_reward_pipeline
@@ -131,7 +131,7 @@ _THINKING = st.text(alphabet="0123456789+-*= abcx,.", max_size=30)
 def test_flaws_marked_as_supersets_accept_what_clean_accepts(answer: int, offset: int, thinking: str, spacing: str) -> None:
     completion = f"<think>{thinking}</think>{spacing}\\boxed{{{answer + offset}}}"
     example = Example("q", f"#### {answer}", {})
-    supersets = [name for name in CHECKERS.names() if getattr(CHECKERS.get(name), "superset_of_clean", False)]
+    supersets = [name for name in CHECKERS.names() if CHECKERS.get(name).superset_of_clean]
     assert {"lenient_contains", "any_box", "boxed_any", "trigger_phrase", "master_key"} <= set(supersets)
     if clean_checker(completion, example).reward == 1.0:
         assert all(build_checker(name)(completion, example).reward == 1.0 for name in supersets)
@@ -276,7 +276,7 @@ def test_channel_settings_are_checked_by_the_channel() -> None:
         build_channel(SimpleNamespace(channel="asymmetric", rate=0.4, kwargs={"fp_scal": 2.0}), options)
     with pytest.raises(UserError, match=r"corruption.kwargs.fp_scale: unknown setting \(this one takes none\)"):
         build_channel(SimpleNamespace(channel="flip", rate=0.4, kwargs={"fp_scale": 2.0}), options)
-    with pytest.raises(UserError, match=r"corruption.kwargs.confidence_floor: got 1.5; expected less than or equal to 1"):
+    with pytest.raises(UserError, match=r"corruption.kwargs.confidence_floor: 1.5 is not in \[0, 1\]"):
         build_channel(SimpleNamespace(channel="confidence", rate=0.4, kwargs={"confidence_floor": 1.5}), options)
     with pytest.raises(UserError, match="unknown corruption channel 'flipp' \\(did you mean 'flip'\\?\\)"):
         build_channel(SimpleNamespace(channel="flipp", rate=0.4, kwargs={}), options)

@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from hackable_rl.config import validate_config
+from hackable_rl.config_loading import validate_config
 from hackable_rl.data.prompting import render_completion, render_prompt
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import write_jsonl

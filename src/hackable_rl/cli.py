@@ -18,7 +18,8 @@ import yaml
 
 from hackable_rl import __version__
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
-from hackable_rl.config import ExperimentConfig, describe_fields, load_config
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import describe_fields, load_config
 from hackable_rl.extensions import check_builds
 from hackable_rl.storage import check_output_path
 
@@ -137,16 +138,15 @@ def judge(
     """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
     from rich.console import Console
 
-    from hackable_rl.evaluation.judge import judge_file
+    from hackable_rl.evaluation.judge import JudgeOptions, judge_file
     from hackable_rl.summaries import judge_table
 
     # The ranges of rewards.rel_tol and rewards.math_verify_timeout_s, the same settings in a config.
     check_range("--rel-tol", rel_tol, 0.0, 1.0)
     check_range("--timeout-s", timeout_s, 0.01, 600.0)
     check_output_path(output, "--output")
-    summary = judge_file(
-        input, output, completion_field, reference_field, extract, rel_tol, timeout_s, decimal_comma=decimal_comma
-    )
+    options = JudgeOptions(extract, rel_tol, timeout_s, decimal_comma=decimal_comma)
+    summary = judge_file(input, output, completion_field, reference_field, options)
     Console(width=120).print(judge_table(summary, f"judged {input} -> {output} ({extract})"))
 
 
@@ -436,7 +436,7 @@ def report(
     overrides: SetOption = None,
 ) -> None:
     """Write plots (PNG) and report.md: a study's summary table (--study DIR) or the single run (--single)."""
-    from hackable_rl.report import build_report
+    from hackable_rl.report.build import build_report
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):

@@ -12,8 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from hackable_rl.config import ConfigError
-from hackable_rl.errors import UserError
+from hackable_rl.errors import ConfigError, UserError
 from hackable_rl.registry import RegistryError
 
 # What the operating system says about a path the user gave (a folder where a file is expected, a

@@ -4,105 +4,31 @@ Every section is frozen and forbids unknown keys; every field carries its docstr
 description (`use_attribute_docstrings`). Derived values are computed and checked right after
 parsing, so a config that validates is a config that can run.
 
-`load_config(path, overrides)` is the one entry point. Errors come back as `ConfigError`, whose
-`problems` are one line each: `<dotted.path>: <what was given> <what is allowed>`.
+This is the bottom floor of the package: it imports only pydantic, the bounds and the field types.
+Reading a params file, `--set` overrides and validation with one line per problem live above it,
+in `hackable_rl.config_loading` (`load_config`, `validate_config`).
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
-__all__ = ["ConfigError", "ExperimentConfig", "load_config", "apply_overrides", "flatten_config"]
+from hackable_rl.bounds import (
+    FiniteFloat,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    Probability,
+    Temperature,
+    TimeoutSeconds,
+    UnitFloat,
+    at_least,
+)
+from hackable_rl.config_types import FolderName, Optimizer, Scheduler
 
-
-class ConfigError(Exception):
-    """A config that cannot be used; `problems` holds one human-readable line per problem."""
-
-    def __init__(self, problems: list[str], source: str | None = None):
-        self.problems = problems
-        self.source = source
-        super().__init__("\n".join(problems))
-
-
-def _in_range(low: float, high: float):
-    """A validator that keeps a number inside [low, high] and says so in the project's words."""
-
-    def check(value: float) -> float:
-        if not low <= value <= high:
-            raise ValueError(f"{value!r} is not in [{low:g}, {high:g}]")
-        return value
-
-    return AfterValidator(check)
-
-
-def _at_least(low: float):
-    def check(value: float) -> float:
-        if value < low:
-            raise ValueError(f"{value!r} is below the minimum {low:g}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _folder_name(value: str) -> str:
-    # Run and dataset names become folders that `train --overwrite` and `prepare` rewrite: one
-    # path component only, so `../somewhere` can never point a deletion outside the cache.
-    from hackable_rl.storage import folder_name_problem
-
-    problem = folder_name_problem(value)
-    if problem is not None:
-        raise ValueError(f"{value!r} {problem}")
-    return value
-
-
-FolderName = Annotated[str, AfterValidator(_folder_name)]
-Probability = Annotated[float, _in_range(0.0, 1.0)]
-PositiveInt = Annotated[int, _at_least(1)]
-NonNegativeInt = Annotated[int, _at_least(0)]
-NonNegativeFloat = Annotated[float, _at_least(0.0)]
-
-_OPTIMIZER_ALIASES = {
-    "adamw": "adamw_torch",
-    "adamw_torch": "adamw_torch",
-    "adamw_hf": "adamw_torch",
-    "adam": "adamw_torch",
-    "adamw_torch_fused": "adamw_torch_fused",
-    "adamw_8bit": "adamw_bnb_8bit",
-    "adamw_bnb_8bit": "adamw_bnb_8bit",
-    "sgd": "sgd",
-    "adafactor": "adafactor",
-}
-_SCHEDULER_ALIASES = {
-    "constant": "constant",
-    "constant_with_warmup": "constant_with_warmup",
-    "linear": "linear",
-    "cosine": "cosine",
-    "cosine_with_restarts": "cosine_with_restarts",
-    "polynomial": "polynomial",
-}
-
-
-def _alias(table: dict[str, str], what: str):
-    def normalise(value: Any) -> Any:
-        if not isinstance(value, str):
-            return value
-        key = value.strip().lower().replace("-", "_")
-        if key not in table:
-            allowed = ", ".join(sorted(set(table)))
-            raise ValueError(f"{value!r} is not a known {what} (allowed: {allowed})")
-        return table[key]
-
-    return BeforeValidator(normalise)
-
-
-Optimizer = Annotated[str, _alias(_OPTIMIZER_ALIASES, "optimizer")]
-Scheduler = Annotated[str, _alias(_SCHEDULER_ALIASES, "scheduler")]
+__all__ = ["ExperimentConfig", "Section"]
 
 
 class Section(BaseModel):
@@ -289,7 +215,7 @@ class WarmstartConfig(Section):
     """SFT optimiser steps on worked solutions (a step budget, bit-identical across CPU runs)."""
     batch_size: PositiveInt = 32
     """Worked solutions per SFT step."""
-    learning_rate: Annotated[float, _in_range(0.0, 1.0)] = 2e-3
+    learning_rate: UnitFloat = 2e-3
     """Peak AdamW learning rate."""
     warmup_steps: NonNegativeInt = 20
     """Linear warm-up before the cosine decay."""
@@ -313,9 +239,9 @@ class WarmstartConfig(Section):
 class GenerationConfig(Section):
     max_new_tokens: PositiveInt = 64
     """Completion budget in tokens (TRL's max_completion_length)."""
-    temperature: Annotated[float, _in_range(0.0, 10.0)] = 1.0
+    temperature: Temperature = 1.0
     """Sampling temperature for training rollouts."""
-    top_p: Annotated[float, _in_range(0.0, 1.0)] = 1.0
+    top_p: UnitFloat = 1.0
     """Nucleus sampling mass."""
     top_k: NonNegativeInt = 0
     """Top-k sampling (0: off)."""
@@ -333,7 +259,7 @@ class GenerationConfig(Section):
 class TrainerConfig(Section):
     max_steps: PositiveInt = 50
     """GRPO optimiser steps."""
-    learning_rate: Annotated[float, _in_range(0.0, 1.0)] = 1e-4
+    learning_rate: UnitFloat = 1e-4
     """Peak learning rate."""
     optimizer: Optimizer = "adamw_torch"
     """Optimiser (aliases such as `adamw`, `AdamW` are normalised)."""
@@ -345,7 +271,7 @@ class TrainerConfig(Section):
     """Completions per device per step (prompts x num_generations)."""
     gradient_accumulation_steps: PositiveInt = 1
     """Micro-batches accumulated per optimiser step."""
-    num_generations: Annotated[int, _at_least(2)] = 4
+    num_generations: Annotated[int, at_least(2)] = 4
     """Completions sampled per prompt (the GRPO group size)."""
     beta: NonNegativeFloat = 0.0
     """KL coefficient against the reference policy (TRL's beta; 0 loads no reference model)."""
@@ -364,7 +290,7 @@ class TrainerConfig(Section):
     null: `progress_interval`, about 20 lines per run."""
     world_size: PositiveInt = 1
     """Data-parallel processes (set by the launcher for multi-GPU; enters the effective batch)."""
-    missing_reward_value: float = 0.0
+    missing_reward_value: FiniteFloat = 0.0
     """Reward imputed for a missing training reward during optimisation (evaluation keeps it missing)."""
 
     @property
@@ -415,9 +341,9 @@ class RewardsConfig(Section):
     """Opening tag of the thinking block."""
     think_close: str = "</think>"
     """Closing tag of the thinking block."""
-    rel_tol: Annotated[float, _in_range(0.0, 1.0)] = 1e-6
+    rel_tol: UnitFloat = 1e-6
     """Relative tolerance of numeric answer comparison."""
-    math_verify_timeout_s: Annotated[float, _in_range(0.01, 600.0)] = 2.0
+    math_verify_timeout_s: TimeoutSeconds = 2.0
     """Per-call timeout of math-verify for non-numeric answers."""
     kwargs: dict[str, dict[str, Any]] = {}
     """Static options per reward, partially applied by `build_reward` (e.g. length_penalty_reward.group_size)."""
@@ -432,15 +358,15 @@ class ObjectiveConfig(Section):
     """How the rewards combine into one scalar per completion."""
     rewards: list[str] = ["format_tag_reward", "correctness_reward"]
     """Rewards enabled in the objective (additive mode sums these)."""
-    correctness_weight: float = 1.0
+    correctness_weight: FiniteFloat = 1.0
     """weighted_length_penalty: weight of r_c."""
-    length_penalty_lambda: float = 0.0
+    length_penalty_lambda: FiniteFloat = 0.0
     """weighted_length_penalty: weight of the correctness-length interaction."""
     length_penalty_interaction: Literal["correctness_length", "correctness_length_format"] = "correctness_length"
     """Interaction I = r_c * r_l, or r_c * r_l * r_f."""
     strict_format_gate: bool = False
     """A completion with r_f <= 0.5 gets `non_strict_penalty` instead of its combined reward."""
-    non_strict_penalty: float = -1.0
+    non_strict_penalty: FiniteFloat = -1.0
     """Reward of a non-strict completion under the gate."""
 
 
@@ -544,9 +470,9 @@ class EvaluationConfig(Section):
     """Stochastic sampling (temperature/top_p below) or greedy decoding."""
     greedy: bool = True
     """With sampling, also decode every prompt once greedily and report `greedy_accuracy`."""
-    temperature: Annotated[float, _in_range(0.0, 10.0)] = 1.0
+    temperature: Temperature = 1.0
     """Sampling temperature in evaluation."""
-    top_p: Annotated[float, _in_range(0.0, 1.0)] = 1.0
+    top_p: UnitFloat = 1.0
     """Nucleus mass in evaluation."""
     extract: Literal["strict", "boxed", "cascade", "math_verify", "auto"] = "strict"
     """How the judge extracts an answer: strict format only (the training format: the default here),
@@ -583,7 +509,7 @@ class CapabilityConfig(Section):
 
     enabled: bool = True
     """Run the gate before GRPO on a pretrained model.source."""
-    k: Annotated[int, _at_least(2)] = 8
+    k: Annotated[int, at_least(2)] = 8
     """Completions sampled per prompt; the gate measures pass@k with n = k (rollout settings of `generation`)."""
     prompts: PositiveInt = 64
     """Validation prompts sampled (fewer when the split is smaller)."""
@@ -697,229 +623,3 @@ class ExperimentConfig(Section):
         """The Model Registry name of this run's checkpoints: clean and corrupted runs never share one
         (nor, therefore, a `champion` alias)."""
         return f"{self.tracking.registered_model_name}-{self.condition}"
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """`a.b=value` -> ("a.b", value), the value read as YAML (so 0.4 is a float, [1,2] a list)."""
-    if "=" not in text:
-        raise ConfigError([f"--set {text!r}: expected KEY=VALUE, e.g. corruption.rate=0.4"])
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError([f"--set {text!r}: {key!r} is not a dotted key such as corruption.rate"])
-    try:
-        value = yaml.load(raw, Loader=ConfigLoader) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key, value
-
-
-def apply_overrides(raw: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """Returns a copy of `raw` with each `a.b=value` override applied (missing sections are created)."""
-    merged = _deep_copy(raw)
-    for text in overrides:
-        key, value = parse_override(text)
-        node = merged
-        parts = key.split(".")
-        for part in parts[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = {}
-                node[part] = child
-            node = child
-        node[parts[-1]] = value
-    return merged
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _deep_copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(item) for item in value]
-    return value
-
-
-# A params file has a few hundred nodes; a YAML "billion laughs" (anchors nested 9 deep, 10 aliases
-# each) composes to a small graph but expands to 10**9 nodes in the copy and validation that follow.
-MAX_YAML_NODES = 100_000
-
-
-class RefusedYAML(yaml.MarkedYAMLError):
-    """Well-formed YAML that a params file must not be (a duplicate key, an alias bomb)."""
-
-
-class ConfigLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that refuses what YAML itself would silently accept: a key given twice in one
-    mapping (YAML keeps the last value) and aliases that expand to more than MAX_YAML_NODES nodes."""
-
-    def compose_document(self) -> yaml.Node:
-        node = super().compose_document()
-        _check_expanded_size(node)
-        return node
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` keys may be overridden
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if not isinstance(key, str | int | float | bool):
-                continue  # an unhashable key: SafeConstructor says so below
-            if key in first_line:
-                problem = f"duplicate key {key!r} (first given on line {first_line[key]}); YAML would keep only the last value"
-                raise RefusedYAML(None, None, problem, key_node.start_mark)
-            first_line[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep)
-
-
-def _check_expanded_size(root: yaml.Node) -> None:
-    """Counts the nodes of the document with every alias expanded, without expanding any (each
-    node's size is computed once); refuses a document over MAX_YAML_NODES and an alias to itself."""
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children = _children(node)
-        if children_done:
-            open_nodes.discard(id(node))
-            sizes[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes[id(child)] for child in children))
-            continue
-        if id(node) in open_nodes:
-            raise RefusedYAML(None, None, "an alias refers to the node that contains it", node.start_mark)
-        open_nodes.add(id(node))
-        stack.append((node, True))
-        for child in children:
-            if id(child) in open_nodes:
-                raise RefusedYAML(None, None, "an alias refers to the node that contains it", child.start_mark)
-            stack.append((child, False))
-    if sizes[id(root)] > MAX_YAML_NODES:
-        raise RefusedYAML(
-            None, None, f"aliases expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)", root.start_mark
-        )
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        return [child for pair in node.value for child in pair]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    """Reads a YAML mapping with `ConfigLoader`; a missing, unreadable, empty or malformed file is a
-    ConfigError that names the file (and the line where there is one)."""
-    if path.is_dir():
-        raise ConfigError([f"{path}: is a folder; expected a YAML file"])
-    if not path.exists():
-        raise ConfigError([f"{path}: no such config file (pass --config PATH)"])
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise ConfigError([f"{path}:{line}: not UTF-8 text (byte 0x{raw[error.start]:02x}); save the file as UTF-8"]) from None
-    try:
-        data = yaml.load(text, Loader=ConfigLoader)
-    except yaml.reader.ReaderError as error:
-        line = text[: error.position].count("\n") + 1
-        raise ConfigError([f"{path}:{line}: not valid YAML (character #x{error.character:02x} is not allowed)"]) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(error, "problem", None) or error
-        line = f"{where}: {problem}" if isinstance(error, RefusedYAML) else f"{where}: not valid YAML ({problem})"
-        raise ConfigError([line]) from None
-    except RecursionError:
-        raise ConfigError([f"{path}: not valid YAML (nested too deeply)"]) from None
-    if data is None:
-        raise ConfigError([f"{path}: is empty; expected a mapping of sections (see params.yaml)"])
-    if not isinstance(data, dict):
-        raise ConfigError([f"{path}: expected a mapping of sections at the top level, got {type(data).__name__}"])
-    return data
-
-
-def validate_config(raw: Mapping[str, Any], source: str | None = None) -> ExperimentConfig:
-    """Validates a plain mapping; raises ConfigError with one line per problem."""
-    try:
-        return ExperimentConfig.model_validate(dict(raw))
-    except ValidationError as error:
-        raise ConfigError([_describe(item) for item in error.errors()], source) from None
-
-
-def load_config(path: str | Path = "params.yaml", overrides: Iterable[str] = ()) -> ExperimentConfig:
-    """Reads `path`, applies dotted `overrides`, validates (fields, then every registry name the config
-    holds: `hackable_rl.extensions`), and returns the frozen config."""
-    from hackable_rl.extensions import check_config  # it imports the built-in extensions, which import config
-
-    path = Path(path)
-    return check_config(validate_config(apply_overrides(read_yaml(path), overrides), str(path)), str(path))
-
-
-def flatten_config(config: BaseModel | Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Flattens a config into `section.key` -> value (lists and dicts below a field stay whole)."""
-    data = config.model_dump(mode="json") if isinstance(config, BaseModel) else config
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value and all(isinstance(k, str) for k in value) and key != "kwargs":
-            flat.update(flatten_config(value, f"{dotted}."))
-        else:
-            flat[dotted] = value
-    return flat
-
-
-def describe_fields(model: type, prefix: str = "") -> list[str]:
-    """`section.field: its description`, one line per field (`hackable-rl validate --explain`)."""
-    lines = []
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            lines.extend(describe_fields(annotation, f"{prefix}{name}."))
-        else:
-            lines.append(f"{prefix}{name}: {' '.join((field.description or '').split())}")
-    return lines
-
-
-# --------------------------------------------------------------------------- error lines
-
-
-def _describe(item: Mapping[str, Any]) -> str:
-    """One line per Pydantic error: `<dotted path>: <value> <what is allowed>`."""
-    location = [str(part) for part in item["loc"]]
-    path = ".".join(location)
-    kind = item["type"]
-    message = str(item["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    if kind == "extra_forbidden":
-        return f"{path}: unknown key{_suggestion(location)}"
-    if kind == "missing":
-        return f"{path}: required key is missing"
-    if kind == "value_error" and message.split(":", 1)[0].count(".") >= 1 and " " not in message.split(":", 1)[0]:
-        return message  # a derived-value check that already names its dotted path
-    if kind == "value_error":
-        return f"{path}: {message}"
-    if kind in {"literal_error", "enum"}:
-        return f"{path}: {item.get('input')!r} is not allowed ({message.removeprefix('Input should be ')})"
-    got = item.get("input")
-    return f"{path}: got {got!r} ({type(got).__name__}); {message.replace('Input should be', 'expected')}"
-
-
-def _suggestion(location: list[str]) -> str:
-    """` (did you mean X?)` from the fields of the section that holds the unknown key."""
-    model: type[BaseModel] | None = ExperimentConfig
-    for part in location[:-1]:
-        field = model.model_fields.get(part) if model else None
-        annotation = field.annotation if field else None
-        model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    if model is None:
-        return ""
-    close = difflib.get_close_matches(location[-1], list(model.model_fields), n=1, cutoff=0.6)
-    if close:
-        return f" (did you mean {close[0]}?)"
-    return f" (allowed: {', '.join(model.model_fields)})"

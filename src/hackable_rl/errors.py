@@ -7,6 +7,8 @@ and say what was expected.
 
 from __future__ import annotations
 
+__all__ = ["ConfigError", "UserError"]
+
 
 class UserError(Exception):
     """A problem the user can fix; `problems` holds one line each."""
@@ -14,3 +16,12 @@ class UserError(Exception):
     def __init__(self, *problems: str):
         self.problems = list(problems)
         super().__init__("\n".join(self.problems))
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; `problems` holds one human-readable line per problem."""
+
+    def __init__(self, problems: list[str], source: str | None = None):
+        self.problems = problems
+        self.source = source
+        super().__init__("\n".join(problems))

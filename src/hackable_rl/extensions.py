@@ -24,8 +24,8 @@ import hackable_rl.objectives  # noqa: F401  (registers the objectives)
 import hackable_rl.rewards  # noqa: F401  (registers the rewards)
 import hackable_rl.verifiers.corruption  # noqa: F401  (registers the channels and, through it, the checkers)
 import hackable_rl.verifiers.ensemble  # noqa: F401  (registers the aggregations)
-from hackable_rl.config import ConfigError, ExperimentConfig
-from hackable_rl.errors import UserError
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.errors import ConfigError, UserError
 from hackable_rl.registry import (
     AGGREGATIONS,
     CHANNELS,
@@ -38,6 +38,7 @@ from hackable_rl.registry import (
     Registry,
     RegistryError,
 )
+from hackable_rl.scoring import build_reward_pipeline
 from hackable_rl.verifiers.corruption import channel_settings
 
 __all__ = ["config_problems", "check_config", "check_builds"]
@@ -80,7 +81,7 @@ def config_problems(config: ExperimentConfig) -> list[str]:
     `corruption.kwargs` setting the channel does not take."""
     problems = [p for registry, name, where in _named(config) if (p := _problem(registry, name, where))]
     if not any(p.startswith("method:") for p in problems):
-        problems.extend(getattr(METHODS.get(config.method), "check_config", lambda _: [])(config))
+        problems.extend(METHODS.get(config.method).check_config(config))
     channel = config.corruption.channel
     if channel == "none":
         if config.corruption.kwargs:
@@ -104,6 +105,4 @@ def check_config(config: ExperimentConfig, source: str | None = None) -> Experim
 def check_builds(config: ExperimentConfig) -> None:
     """Builds the reward pipeline once (no model), so that a reward, objective or checker that loads
     but cannot be built or called as its contract says fails in a second, not after the model loaded."""
-    from hackable_rl.scoring import build_reward_pipeline
-
     build_reward_pipeline(config)

@@ -1,7 +1,11 @@
 """One small Registry type and the project's registries: every extension point.
 
 Data providers, rewards, objectives, checkers, corruption channels, aggregations, methods and
-report metrics register themselves by name with a decorator at import time. A name that is not
+report metrics register themselves by name with a decorator at import time. Rewards, checkers and
+methods are held as small frozen dataclasses whose fields are what they declare (`RewardSpec.needs`,
+`CheckerSpec.superset_of_clean`, `MethodSpec.check_config` / `keeps_group_mean`): the decorator takes
+those fields as keywords and returns the plain function unchanged; a `module:attr` may name a spec or
+a plain function (which then declares nothing). A name that is not
 registered may be a `"package.module:attr"` string, which loads external code without touching
 this package. `hackable_rl.extensions` imports the built-in ones and checks a config's names.
 """
@@ -14,13 +18,17 @@ import importlib
 import inspect
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 __all__ = [
+    "CheckerSpec",
+    "MethodSpec",
     "Registry",
     "RegistryError",
+    "RewardSpec",
     "DATA_PROVIDERS",
     "REWARDS",
     "OBJECTIVES",
@@ -39,8 +47,6 @@ __all__ = [
     "register_report_metric",
     "build_reward",
     "import_from_path",
-    "needs",
-    "reward_needs",
 ]
 
 
@@ -89,6 +95,81 @@ def signature_problem(item: Any, contract: str, *args: Any, **kwargs: Any) -> st
     return None
 
 
+NEEDS = {
+    "tags": "open_tag/close_tag from rewards.think_open/think_close",
+    "tokenizer": "tokenizer=: the policy's tokenizer (when there is one)",
+    "correctness": "correctness=: the training verifier's optimised reward per completion (missing imputed)",
+    "verifier_reward": "the component *is* the training verifier's optimised reward (the function is not called)",
+}
+"""What a reward may declare it needs (`RewardSpec.needs`); the scoring module supplies it."""
+
+
+def _no_problems(config: Any) -> list[str]:
+    return []
+
+
+def _never(config: Any) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A registered reward: the plain function (TRL's contract) and what it needs from the run."""
+
+    function: Callable[..., list[float | None]]
+    needs: frozenset[str] = frozenset()
+    """Keys of NEEDS: `tags`, `tokenizer`, `correctness`, `verifier_reward`."""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.needs) - set(NEEDS))
+        if unknown:
+            raise RegistryError(f"needs{unknown}: unknown; valid: {', '.join(NEEDS)}")
+        object.__setattr__(self, "needs", frozenset(self.needs))
+
+    def __call__(self, completions: Any, **columns: Any) -> list[float | None]:
+        return self.function(completions, **columns)
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method: `function(ensemble, config) -> optimised [N]` and what it declares."""
+
+    function: Callable[..., Any]
+    check_config: Callable[[Any], list[str]] = _no_problems
+    """Why the method cannot run under a config (one line each; nothing when it can), checked when
+    the config loads and per payoff cell."""
+    keeps_group_mean: Callable[[Any], bool] = _never
+    """Whether the optimised reward enters the advantage whole under a config (training adds its
+    group mean back to TRL's advantage: the forward correction)."""
+
+    def __call__(self, ensemble: Any, config: Any) -> Any:
+        return self.function(ensemble, config)
+
+
+@dataclass(frozen=True)
+class CheckerSpec:
+    """A registered checker: `function(completion, example, options=...) -> Verdict` and what it declares."""
+
+    function: Callable[..., Any]
+    superset_of_clean: bool = False
+    """It accepts everything `clean` accepts (only false positives, never a false negative), so a
+    `flaw` channel mixing it in at rate p knows its noise rates are at most (p, 0)."""
+
+    def __call__(self, completion: str, example: Any, **kwargs: Any) -> Any:
+        return self.function(completion, example, **kwargs)
+
+
+def _as_spec(kind: type) -> Callable[..., Any]:
+    """Registration wrapper: a plain function becomes `kind(function, **declared)`; a spec stays."""
+
+    def wrap(item: Any, **declared: Any) -> Any:
+        if isinstance(item, kind):
+            return item
+        return kind(item, **declared)
+
+    return wrap
+
+
 class Registry(Generic[T]):
     """Name -> object, filled by a decorator; `get` also accepts `module:attr` strings.
 
@@ -97,20 +178,31 @@ class Registry(Generic[T]):
     `field` names the config field that holds such names, for the error message.
     """
 
-    def __init__(self, kind: str, field: str | None = None, check: Callable[[Any], str | None] | None = None):
+    def __init__(
+        self,
+        kind: str,
+        field: str | None = None,
+        check: Callable[[Any], str | None] | None = None,
+        spec: type | None = None,
+    ):
         self.kind = kind
         self.field = field
         self.check = check
+        self.wrap = _as_spec(spec) if spec else None
         self._items: dict[str, T] = {}
 
-    def register(self, name: str | None = None) -> Callable[[T], T]:
-        def decorate(item: T) -> T:
+    def register(self, name: str | None = None, **declared: Any) -> Callable[[Any], Any]:
+        """A decorator that registers its function (wrapped in the registry's spec with `declared`
+        fields, for rewards, checkers and methods) and returns the function unchanged."""
+
+        def decorate(item: Any) -> Any:
             key = name or getattr(item, "__name__", None)
             if not key:
                 raise RegistryError(f"{self.kind}: pass a name to register {item!r}")
-            if key in self._items and self._items[key] is not item:
+            entry = self.wrap(item, **declared) if self.wrap else item
+            if key in self._items and _unwrapped(self._items[key]) is not _unwrapped(entry):
                 raise RegistryError(f"{self.kind} {key!r} is already registered")
-            self._items[key] = item
+            self._items[key] = entry
             return item
 
         return decorate
@@ -135,10 +227,10 @@ class Registry(Generic[T]):
             item = import_from_path(path)
         except RegistryError as error:
             raise RegistryError(f"{self._where()}{error}") from None
-        problem = self.check(item) if self.check else None
+        problem = self.check(_unwrapped(item)) if self.check else None
         if problem:
             raise RegistryError(f"{self._where()}{self.kind} {path!r} {problem}")
-        return item
+        return self.wrap(item) if self.wrap else item
 
     def _where(self) -> str:
         return f"{self.field}: " if self.field else ""
@@ -150,18 +242,24 @@ class Registry(Generic[T]):
         return name in self._items
 
 
+def _unwrapped(item: Any) -> Any:
+    """The function inside a spec (the item itself for registries without one)."""
+    return item.function if isinstance(item, RewardSpec | MethodSpec | CheckerSpec) else item
+
+
 # What a `module:attr` must accept to be each kind of plugin (probe calls; nothing is run).
 DATA_PROVIDERS: Registry[Callable[..., Any]] = Registry(
     "data provider",
     "data.provider",
     lambda item: signature_problem(item, "provider(config: DataConfig, seed: int) -> ProviderOutput", None, 0),
 )
-REWARDS: Registry[Callable[..., list[float | None]]] = Registry(
+REWARDS: Registry[RewardSpec] = Registry(
     "reward",
     "objective.rewards",
     lambda item: signature_problem(
         item, "reward(completions, **columns) -> list[float | None]", [], prompts=[], any_other_column=None
     ),
+    RewardSpec,
 )
 OBJECTIVES: Registry[type] = Registry(
     "objective",
@@ -172,12 +270,13 @@ OBJECTIVES: Registry[type] = Registry(
         else f"is {type(item).__name__} {item!r:.60}, not a class; expected an objective class (reward_names, combine)"
     ),
 )
-CHECKERS: Registry[Callable[..., Any]] = Registry(
+CHECKERS: Registry[CheckerSpec] = Registry(
     "checker",
     "verifier.members[].checker",
     lambda item: signature_problem(
         item, "checker(completion, example, options=options) -> Verdict", "", None, options=None
     ),
+    CheckerSpec,
 )
 
 CHANNELS: Registry[Callable[..., Any]] = Registry(
@@ -190,10 +289,11 @@ AGGREGATIONS: Registry[Callable[..., Any]] = Registry(
     "verifier.aggregation",
     lambda item: signature_problem(item, "aggregation(rewards [N, M], confidences [N, M]) -> [N]", None, None),
 )
-METHODS: Registry[Callable[..., Any]] = Registry(
+METHODS: Registry[MethodSpec] = Registry(
     "method",
     "method",
     lambda item: signature_problem(item, "method(ensemble: EnsembleRewards, config) -> optimised [N]", None, None),
+    MethodSpec,
 )
 REPORT_METRICS: Registry[Callable[..., Any]] = Registry(
     "report metric",
@@ -211,32 +311,6 @@ register_method = METHODS.register
 register_report_metric = REPORT_METRICS.register
 
 
-NEEDS = {
-    "tags": "open_tag/close_tag from rewards.think_open/think_close",
-    "tokenizer": "tokenizer=: the policy's tokenizer (when there is one)",
-    "correctness": "correctness=: the training verifier's optimised reward per completion (missing imputed)",
-    "verifier_reward": "the component *is* the training verifier's optimised reward (the function is not called)",
-}
-"""What a reward may declare it needs, with `@needs(...)`; the scoring module supplies it."""
-
-
-def needs(*what: str) -> Callable[[T], T]:
-    """Declares what a reward needs from the run (keys of NEEDS), read by `hackable_rl.scoring`."""
-    unknown = sorted(set(what) - set(NEEDS))
-    if unknown:
-        raise RegistryError(f"needs{unknown}: unknown; valid: {', '.join(NEEDS)}")
-
-    def declare(item: T) -> T:
-        item.needs = frozenset(what)  # type: ignore[attr-defined]
-        return item
-
-    return declare
-
-
-def reward_needs(reward: Callable[..., Any]) -> frozenset[str]:
-    """What `reward` declared with `@needs` (nothing when it declared nothing)."""
-    return frozenset(getattr(reward, "needs", ()))
-
 
 def build_reward(name: str, **yaml_kwargs: Any) -> Callable[..., list[float | None]]:
     """The reward `name` with its static options (from `rewards.kwargs.<name>`) partially applied.
@@ -244,7 +318,7 @@ def build_reward(name: str, **yaml_kwargs: Any) -> Callable[..., list[float | No
     The result keeps TRL's contract `(completions, **columns) -> list[float | None]` and a
     `__name__` (TRL names its reward columns after it).
     """
-    reward = REWARDS.get(name)
+    reward = REWARDS.get(name).function
     if not yaml_kwargs:
         return reward
     bound = functools.partial(reward, **yaml_kwargs)

@@ -23,8 +23,9 @@ import hackable_rl.methods  # noqa: F401  (registers the built-in methods)
 import hackable_rl.rewards  # noqa: F401  (registers the built-in rewards)
 from hackable_rl.answers.parsing import completion_text, parse_strict
 from hackable_rl.config import ExperimentConfig
+from hackable_rl.objectives import build_objective
 from hackable_rl.records import VerifierRecord
-from hackable_rl.registry import METHODS, REWARDS, build_reward, reward_needs
+from hackable_rl.registry import METHODS, REWARDS, build_reward
 from hackable_rl.stats import mean
 from hackable_rl.verifiers.training_verifier import EnsembleRewards, TrainingVerifier
 from hackable_rl.verifiers.types import Example
@@ -59,15 +60,12 @@ class RewardPipeline:
     """Training verifier + method + objective, built once from the config."""
 
     def __init__(self, config: ExperimentConfig, tokenizer: Any = None):
-        from hackable_rl.objectives import (
-            build_objective,  # objectives import config; kept local to avoid cycles
-        )
-
         self.config = config
         self.verifier = TrainingVerifier(config)
         self.members = self.verifier.members
         self.method = METHODS.get(config.method)
         self.objective = build_objective(config)
+        self._needs = {name: REWARDS.get(name).needs for name in self.reward_names()}
         self._components = {name: self._component(name, tokenizer) for name in self.reward_names()}
 
     def reward_names(self) -> list[str]:
@@ -76,7 +74,7 @@ class RewardPipeline:
 
     def _component(self, name: str, tokenizer: Any) -> Callable[..., list[float | None]] | None:
         """The reward `name` with its static options bound; None for the verifier's own component."""
-        needs = reward_needs(REWARDS.get(name))
+        needs = self._needs[name]
         if "verifier_reward" in needs:
             return None
         options = dict(self.config.rewards.kwargs.get(name, {}))
@@ -125,8 +123,8 @@ class RewardPipeline:
             if reward is None:
                 components[name] = imputed
                 continue
-            needs = reward_needs(reward)
-            values = reward(texts, **columns, **({"correctness": imputed} if "correctness" in needs else {}))
+            correctness = {"correctness": imputed} if "correctness" in self._needs[name] else {}
+            values = reward(texts, **columns, **correctness)
             components[name] = [fill if value is None else float(value) for value in values]
         return components
 

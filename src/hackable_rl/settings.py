@@ -11,18 +11,17 @@ import difflib
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from hackable_rl.errors import UserError
 
-__all__ = ["Probability", "NonNegativeFloat", "bind_settings", "setting_names"]
+__all__ = ["bind_settings", "setting_names"]
 
-Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-"""A float in [0, 1] (NaN refused)."""
-NonNegativeFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
-"""A finite float >= 0."""
+# A plain `float` setting refuses inf and NaN too, as every config float does (hackable_rl.bounds):
+# a plugin that annotates `scale: float` cannot be handed `.inf`.
+_FINITE_ONLY = ConfigDict(allow_inf_nan=False)
 
 
 def setting_names(factory: Callable[..., Any], skip: int) -> list[inspect.Parameter]:
@@ -43,13 +42,19 @@ def bind_settings(factory: Callable[..., Any], kwargs: Mapping[str, Any], field:
     for key, value in kwargs.items():
         if key not in parameters:
             raise UserError(f"{field}.{key}: unknown setting{_nearest(key, list(parameters))}")
-        hint = hints.get(key, Any)
         try:
-            bound[key] = TypeAdapter(hint).validate_python(value)
+            bound[key] = TypeAdapter(hints.get(key, Any), config=_FINITE_ONLY).validate_python(value)
         except ValidationError as error:
-            message = error.errors()[0]["msg"].replace("Input should be", "expected")
-            raise UserError(f"{field}.{key}: got {value!r}; {message}") from None
+            raise UserError(f"{field}.{key}: {_problem(error, value)}") from None
     return bound
+
+
+def _problem(error: ValidationError, value: Any) -> str:
+    """`1.5 is not in [0, 1]` (a bound's own words) or `got inf; expected a finite number`."""
+    message = error.errors()[0]["msg"]
+    if message.startswith("Value error, "):
+        return message.removeprefix("Value error, ")
+    return f"got {value!r}; {message.replace('Input should be', 'expected')}"
 
 
 def _nearest(name: str, allowed: list[str]) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from hackable_rl.answers.parsing import parse_reference
 from hackable_rl.config import ArithConfig, DataConfig
 from hackable_rl.data.prompting import render_completion
 from hackable_rl.data.providers import ProviderOutput, question_key
@@ -143,7 +144,6 @@ def to_sample(
     }
     if solution is not None:
         metadata["hedged"] = hedged
-    from hackable_rl.answers.parsing import parse_reference  # the one parser every reference goes through
 
     reference = parse_reference(f"#### {problem.answer}")
     return TrainingSample(ident, problem.question, reference, metadata, solution)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hackable_rl.answers.parsing import parse_reference
 from hackable_rl.data.schema import TrainingSample
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import iter_text_lines, parse_json_line
@@ -137,8 +138,6 @@ def required_text(row: dict[str, Any], key: str) -> str:
 
 def parsed_reference(text: str, key: str) -> str:
     """The canonical reference parsed by the project's parser; an unparseable one is a RowError."""
-    from hackable_rl.answers.parsing import parse_reference
-
     try:
         return parse_reference(text)
     except ValueError as error:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,6 +56,23 @@ DEFAULT_EXTRACT: Extract = "auto"
 MATH_EXTRACT: Extract = "math_verify"
 """What `auto` uses for MATH-style references: the mode that agrees best with MATH-500's labels."""
 ADDED_FIELDS = ("correct", "parsed", "reason")
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """How the judge reads and compares answers: one value per `hackable-rl judge` option
+    (`judge_completion` takes the same names as keywords)."""
+
+    extract: Extract = DEFAULT_EXTRACT
+    """strict, boxed, cascade, math_verify or auto (docs/metrics.md)."""
+    rel_tol: float = 1e-6
+    """Relative tolerance of numeric comparison."""
+    timeout_s: float = 2.0
+    """Per-call limit of math-verify in seconds."""
+    open_tag: str = "<think>"
+    close_tag: str = "</think>"
+    decimal_comma: bool = False
+    """Read `1,22` as 1.22 on both sides."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +279,7 @@ def judge_rows(
     path: Path,
     completion_field: str = "completion",
     reference_field: str = "reference",
-    **settings: Any,
+    options: JudgeOptions = JudgeOptions(),
 ) -> list[dict[str, Any]]:
     """Reads and judges every row of a JSONL file; each row keeps its fields and gains correct/parsed/reason."""
     judged = []
@@ -272,7 +289,7 @@ def judge_rows(
         completion = _text_field(row, completion_field, where, "--completion-field")
         reference = _text_field(row, reference_field, where, "--reference-field")
         overwritten = overwritten or any(field in row for field in ADDED_FIELDS)
-        judgment = judge_completion(completion, reference, **settings)
+        judgment = judge_completion(completion, reference, **asdict(options))
         judged.append(
             {**row, "correct": judgment.correct, "parsed": judgment.parsed, "reason": judgment.reason}
         )
@@ -298,32 +315,17 @@ def judge_file(
     output: str | Path,
     completion_field: str = "completion",
     reference_field: str = "reference",
-    extract: Extract = DEFAULT_EXTRACT,
-    rel_tol: float = 1e-6,
-    timeout_s: float = 2.0,
-    open_tag: str = "<think>",
-    close_tag: str = "</think>",
-    decimal_comma: bool = False,
+    options: JudgeOptions = JudgeOptions(),
 ) -> JudgeSummary:
     """Judges a JSONL of completions and writes it back with correct/parsed/reason added.
 
     Every row is judged before anything is written, and the output is replaced atomically, so a
     bad row (reported as file:line) leaves an existing output file as it was.
     """
-    if extract not in EXTRACT_MODES:
-        raise UserError(f"--extract: expected one of {', '.join(EXTRACT_MODES)}, got {extract!r}")
+    if options.extract not in EXTRACT_MODES:
+        raise UserError(f"--extract: expected one of {', '.join(EXTRACT_MODES)}, got {options.extract!r}")
     input, output = Path(input), Path(output)
-    rows = judge_rows(
-        input,
-        completion_field,
-        reference_field,
-        extract=extract,
-        rel_tol=rel_tol,
-        timeout_s=timeout_s,
-        open_tag=open_tag,
-        close_tag=close_tag,
-        decimal_comma=decimal_comma,
-    )
+    rows = judge_rows(input, completion_field, reference_field, options)
     write_jsonl(output, rows)
     summary = summarise(rows)
     log.info(

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from hackable_rl.errors import UserError
+from hackable_rl.evaluation.metrics import reward_metrics
 from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
 
 PROMPTS_FILE = "prompts.jsonl"
@@ -151,8 +152,6 @@ def prompt_results(
 ) -> list[PromptResult]:
     """Per-prompt results of sampled records (and, optionally, one greedy record per prompt), in
     first-seen prompt order. Records are evaluation records: `prompt_id`, `correct`, `reward`."""
-    from hackable_rl.evaluation.metrics import reward_metrics
-
     by_prompt: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for record in records:
         by_prompt[str(record["prompt_id"])].append(record)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import parse_override, read_yaml
+from hackable_rl.config_loading import parse_override, read_yaml
 from hackable_rl.errors import UserError
 
 __all__ = ["Cell", "read_cell", "cell_overrides", "variant_method", "study_cells"]

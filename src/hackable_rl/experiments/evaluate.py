@@ -17,17 +17,31 @@ from typing import Any
 
 import yaml
 
-from hackable_rl.config import ExperimentConfig, validate_config
+from hackable_rl.answers.parsing import parse_strict
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import flatten_config, validate_config
+from hackable_rl.data.prepare import read_prepared
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.judge import judge_completion
-from hackable_rl.evaluation.metrics import compute_metrics, write_metrics_json
+from hackable_rl.evaluation.metrics import (
+    compute_metrics,
+    summary_table,
+    write_metrics_json,
+    write_summary_csv,
+)
 from hackable_rl.evaluation.paired import PROMPTS_FILE, prompt_results, write_prompt_results
 from hackable_rl.evaluation.report_metrics import compute_report_metrics
 from hackable_rl.jsonl import write_jsonl
 from hackable_rl.records import EvaluationRecord
-from hackable_rl.storage import Storage
+from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.storage import Storage, folder_name_problem
+from hackable_rl.summaries import eval_description
 from hackable_rl.tracking import Tracker, attach_tracker, start_tracker
+from hackable_rl.tracking.models_registry import find_version, mark_evaluated, registered_steps
+from hackable_rl.tracking.provenance import dataset_input
 from hackable_rl.tracking.runs import artifact_path_of, download_run_file, fetch_run, require_client
+from hackable_rl.tracking.tables import EVAL_SAMPLES_TABLE
+from hackable_rl.training.identity import RunIdentity
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +79,6 @@ def _run_config(client: Any, run_id: str, current: ExperimentConfig) -> Experime
 
 def target_from_run(current: ExperimentConfig, run_id: str, step: int | None) -> EvalTarget:
     """Finds run `run_id` in MLflow and the permanent checkpoint it registered at `step` (last by default)."""
-    from hackable_rl.tracking.models_registry import find_version
-
     client = require_client(current, "`eval --run-id` (or evaluate a folder with --model PATH)")
     run = fetch_run(client, run_id)
     # The run name comes back from MLflow, not from a checked config, and names a folder rewritten
@@ -83,8 +95,6 @@ def target_from_run(current: ExperimentConfig, run_id: str, step: int | None) ->
 
 
 def _checked_name(name: str, field: str) -> str:
-    from hackable_rl.storage import folder_name_problem
-
     problem = folder_name_problem(name)
     if problem is not None:
         raise UserError(f"{field}: {name!r} {problem}")
@@ -125,10 +135,8 @@ class _LoadedPolicy:
 
 
 def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
-    from hackable_rl.data.prepare import read_prepared
     from hackable_rl.models.backend import policy_device
     from hackable_rl.models.loading import is_instruct_policy, load_policy
-    from hackable_rl.scoring import build_reward_pipeline
 
     config = target.config
     rows = read_prepared(config, config.evaluation.split)[: config.evaluation.max_prompts]
@@ -193,8 +201,6 @@ def _decode_and_score(
 
 def _thinking_lengths(completion: str, tokenizer: Any, config: ExperimentConfig) -> tuple[int | None, int | None]:
     """(thinking tokens, thinking words) of a strict completion; (None, None) for any other."""
-    from hackable_rl.answers.parsing import parse_strict
-
     strict = parse_strict(completion, config.rewards.think_open, config.rewards.think_close)
     if strict is None:
         return None, None
@@ -273,10 +279,6 @@ def _log_evaluation(
     nested run: the run's row in the runs table holds its own pass@1), or, for a policy without a
     run, into an eval run of its own tagged like a training run. The registered version is tagged
     as independently evaluated, with the metrics, and described."""
-    from hackable_rl.summaries import eval_description
-    from hackable_rl.tracking.models_registry import mark_evaluated
-    from hackable_rl.tracking.provenance import dataset_input
-    from hackable_rl.tracking.tables import EVAL_SAMPLES_TABLE
 
     config, step = target.config, target.step or 0
     tracker = attach_tracker(config, target.run_id) if target.run_id else _eval_run_tracker(target)
@@ -299,9 +301,7 @@ def _log_evaluation(
 def _eval_run_tracker(target: EvalTarget) -> Tracker:
     """A new eval run for a policy without a training run, tagged and parametrised as training runs
     are (method `base` for the configured base policy), so the runs table filters them alike."""
-    from hackable_rl.config import flatten_config
     from hackable_rl.models.loading import resolve_policy
-    from hackable_rl.training.identity import RunIdentity
 
     config = target.config
     tracker = start_tracker(config, target.run_name, "eval")
@@ -323,8 +323,6 @@ def _sample_rows(records: list[dict[str, Any]], greedy: list[dict[str, Any]], st
 
 def evaluate_all_steps(current: ExperimentConfig, run_id: str, metrics_out: Path | None = None) -> Path:
     """A learning curve: every registered permanent checkpoint of a run, one summary row per step."""
-    from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
-    from hackable_rl.tracking.models_registry import registered_steps
 
     client = require_client(current, "`eval --all-steps`")
     config = _run_config(client, run_id, current)

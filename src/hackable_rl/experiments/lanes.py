@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hackable_rl.errors import UserError
+from hackable_rl.experiments.seeds import run_side_by_side
 
 __all__ = ["StageRun", "outdated_stages", "run_lanes"]
 
@@ -55,8 +56,6 @@ def run_lanes(repo_dir: Path, patterns: list[str], jobs: int) -> list[tuple[Stag
     every stage with its exit code."""
     from dvc.exceptions import NotDvcRepoError
     from dvc.repo import Repo
-
-    from hackable_rl.experiments.seeds import run_side_by_side
 
     try:
         with Repo(str(repo_dir)) as repo:

@@ -20,11 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig, apply_overrides, validate_config
-from hackable_rl.errors import UserError
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import apply_overrides, validate_config
+from hackable_rl.data.prepare import read_prepared
 from hackable_rl.experiments.honest import HonestSamples
 from hackable_rl.jsonl import write_json
+from hackable_rl.methods import METHODS
+from hackable_rl.scoring import build_reward_pipeline
 from hackable_rl.stats import mean
+from hackable_rl.verifiers.corruption import configured_flaw
 
 __all__ = ["CANONICAL", "EXPLOITS", "PayoffCell", "PayoffSpec", "grid_of", "grid_specs", "payoff_table", "score_specs",
            "unpayable_problem", "format_payoff", "write_payoff"]
@@ -151,8 +155,6 @@ def score_specs(
 ) -> list[PayoffCell]:
     """Every spec's pays over the first `prompts` prepared training prompts, and, given the base
     policy's samples on those prompts, its honest work."""
-    from hackable_rl.data.prepare import read_prepared
-
     rows = read_prepared(config, "train")[:prompts]
     return [_cell(config, spec, rows, honest) for spec in specs]
 
@@ -160,11 +162,9 @@ def score_specs(
 def _cell(config, spec: PayoffSpec, rows, honest: HonestSamples | None) -> PayoffCell:
     """One cell's payoffs, or a refused cell when the method's own `check_config` says it cannot run
     there (the study records the same cell as a failed condition)."""
-    from hackable_rl.methods import METHODS
-    from hackable_rl.scoring import build_reward_pipeline
 
     cell_config = _cell_config(config, spec)
-    problems = getattr(METHODS.get(cell_config.method), "check_config", lambda _config: [])(cell_config)
+    problems = METHODS.get(cell_config.method).check_config(cell_config)
     if problems:
         return PayoffCell(spec.flaw, spec.rate, spec.method, dict.fromkeys(CANONICAL), "; ".join(problems), spec.cell)
     pipeline = build_reward_pipeline(cell_config)
@@ -245,6 +245,4 @@ def _cell_row(cell: PayoffCell) -> dict[str, Any]:
 
 def grid_of(config: ExperimentConfig) -> tuple[list[str], list[float], list[str | None]]:
     """The config's own method, rate and flaw (a study file's grid: `experiments.study.payoff_specs`)."""
-    from hackable_rl.verifiers.corruption import configured_flaw
-
     return [config.method], [config.corruption.rate], [configured_flaw(config.corruption)]

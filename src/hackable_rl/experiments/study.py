@@ -23,13 +23,26 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.config import ExperimentConfig, read_yaml, validate_config
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import read_yaml, validate_config
+from hackable_rl.data.prepare import read_prepared
 from hackable_rl.errors import UserError
+from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
+from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
 from hackable_rl.experiments.cells import Cell, cell_overrides, read_cell, study_cells, variant_method
+from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
+from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
+from hackable_rl.experiments.honest import measured_rates, sample_base_policy
 from hackable_rl.experiments.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
+from hackable_rl.extensions import check_config
 from hackable_rl.jsonl import iter_jsonl, read_json, write_json, write_jsonl
+from hackable_rl.methods import METHODS
+from hackable_rl.report.onset import write_onset
 from hackable_rl.stats import mean
+from hackable_rl.storage import Storage
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
+from hackable_rl.verifiers.checkers import CheckerOptions
+from hackable_rl.verifiers.corruption import configured_flaw
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +79,6 @@ class Condition:
 
 def study_methods() -> tuple[str, ...]:
     """`base` and every registered method, in the order reports list them."""
-    from hackable_rl.methods import METHODS
-
     return (BASE, *METHODS.names())
 
 
@@ -80,7 +91,6 @@ def condition_of(config: ExperimentConfig, method: str, cell: Cell | None = None
     if cell is not None:
         return Condition(method, config.corruption.rate, config.seed, config.corruption.channel,
                          cell.exploited_flaw, cell.name)
-    from hackable_rl.verifiers.corruption import configured_flaw
 
     flaw = configured_flaw(config.corruption)
     return Condition(method, config.corruption.rate, config.seed, config.corruption.channel, flaw)
@@ -96,7 +106,6 @@ def condition_config(config: ExperimentConfig, condition: Condition) -> Experime
     elif condition.method in study_methods() or ":" in condition.method:
         raw["method"] = condition.method
     raw["tracking"]["run_name"] = config.tracking.run_name or condition.name
-    from hackable_rl.extensions import check_config  # the method's own check: corrected at rho0 + rho1 >= 1
 
     return check_config(validate_config(raw, f"condition {condition.name}"), f"condition {condition.name}")
 
@@ -152,9 +161,6 @@ def study_payoff(
 ) -> tuple[list[PayoffCell], dict[str, Any]]:
     """The payoff table of a study file's cells (or of the config's own cell), with honest work and
     the measured rates of every flawed checker when `honest_samples` base samples per prompt are drawn."""
-    from hackable_rl.data.prepare import read_prepared
-    from hackable_rl.experiments.honest import measured_rates, sample_base_policy
-    from hackable_rl.verifiers.checkers import CheckerOptions
 
     specs = payoff_specs(study_file) if study_file else grid_specs(*grid_of(config))
     if not honest_samples:
@@ -214,8 +220,6 @@ def _error_text(error: Exception) -> str:
 
 def _run_base(cfg: ExperimentConfig) -> dict[str, Any]:
     """The warm-started policy, evaluated under this condition's training verifier (no RL)."""
-    from hackable_rl.experiments.evaluate import evaluate, target_from_model
-
     target = replace(target_from_model(cfg, None), run_name=cfg.run_name)
     result = evaluate(target)
     return {"eval": _with_disagreement(result.metrics, result.out_dir), "train": {}, "run_id": result.run_id,
@@ -224,8 +228,6 @@ def _run_base(cfg: ExperimentConfig) -> dict[str, Any]:
 
 def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
     """GRPO from scratch (a rerun replaces an earlier attempt), then the final checkpoint's eval."""
-    from hackable_rl.experiments.evaluate import EvalTarget, evaluate
-    from hackable_rl.storage import Storage
     from hackable_rl.training.run import run_training
 
     trained = run_training(cfg, resume="never", overwrite=True)
@@ -242,9 +244,6 @@ def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[st
     """Beside condition.json, what a paired report needs without the cache: the eval's per-prompt
     results (prompts.jsonl) and, under a flaw, the exploit share per prompt (exploits.jsonl) and per
     training step (curve.csv); the shares' means go into the record (docs/studies.md)."""
-    from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
-    from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
-    from hackable_rl.verifiers.checkers import CheckerOptions
 
     eval_dir = Path(record["eval_dir"])
     if (eval_dir / PROMPTS_FILE).exists():
@@ -262,19 +261,7 @@ def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[st
             record["train"][f"{key}/first"] = mean_of(key, first_tenth(curve))
             record["train"][f"{key}/last"] = mean_of(key, last_tenth(curve))
         if condition.cell is not None:  # a blind-spot study reads each run's onset beside its curve
-            _write_onset(Path(record["run_dir"]), cfg, out_dir)
-
-
-def _write_onset(run_dir: Path, cfg: ExperimentConfig, out_dir: Path) -> None:
-    """onset.json: the judge's hacking onset, each alarm signal's first crossing and lead (steps), and
-    the step the live alarm fired at (None: it did not)."""
-    from hackable_rl.report.onset import analyse_run_onset
-
-    alarm_path = run_dir / "alarm.jsonl"
-    fired = [row for _, row in iter_jsonl(alarm_path) if row.get("alarm")] if alarm_path.exists() else []
-    analysis = analyse_run_onset(run_dir, cfg.alarm).to_json()
-    write_json(out_dir / "onset.json", analysis | {"alarm_step": fired[0]["step"] if fired else None,
-                                                    "alarm_signal": fired[0]["alarm"] if fired else None})
+            write_onset(Path(record["run_dir"]), cfg.alarm, out_dir)
 
 
 def _with_disagreement(metrics: dict[str, Any], eval_dir: Path) -> dict[str, Any]:
@@ -335,8 +322,6 @@ def find_condition_files(study_dir: Path) -> list[Path]:
 
 def collect_study(condition_files: Iterable[Path]) -> pd.DataFrame:
     """One row per condition, failed ones included, sorted by method, rate, flaw and seed."""
-    from hackable_rl.evaluation.metrics import summary_table
-
     rows = [condition_row(read_condition(path)) for path in condition_files]
     table = summary_table(rows)
     order = {method: index for index, method in enumerate(study_methods())}
@@ -360,8 +345,6 @@ def _plain(value: Any) -> Any:
 
 def write_summary(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
     """summary.csv (undefined cells blank) and summary.json (undefined cells null)."""
-    from hackable_rl.evaluation.metrics import write_summary_csv
-
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = write_summary_csv(table, out_dir / "summary.csv")
     json_path = out_dir / "summary.json"

@@ -35,39 +35,23 @@ from hackable_rl.registry import register_method
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import build_channel
 from hackable_rl.verifiers.ensemble import aggregate
-from hackable_rl.verifiers.training_verifier import EnsembleRewards
+from hackable_rl.verifiers.training_verifier import EnsembleRewards, channel_rates, member_noise_rates
 
 
-def _known_rates(config) -> tuple[float | None, float | None]:
-    """(rho0, rho1) from `correction`, each filled from the channel's where it knows them."""
-    rho0, rho1 = config.correction.rho0, config.correction.rho1
-    if rho0 is not None and rho1 is not None:
-        return rho0, rho1
-    channel = build_channel(config.corruption, CheckerOptions.from_config(config))
-    known = (0.0, 0.0) if channel is None else getattr(channel, "noise_rates", lambda: None)()
-    if known is None:
-        return rho0, rho1
-    return (known[0] if rho0 is None else rho0), (known[1] if rho1 is None else rho1)
+def _channel(config):
+    return build_channel(config.corruption, CheckerOptions.from_config(config))
 
 
 def noise_rates(config) -> tuple[float, float] | None:
     """(rho0, rho1) of every corrupted member: from `correction`, else the channel's; None if unknown."""
-    rho0, rho1 = _known_rates(config)
+    rho0, rho1 = channel_rates(config, _channel(config))
     return None if rho0 is None or rho1 is None else (rho0, rho1)
 
 
 def member_rates(config) -> list[tuple[float | None, float | None]]:
-    """Each member's (rho0, rho1): its own `noise_rates` where set (a systematic blind spot), else the
-    channel's (`correction`, then the channel) when corrupted, else (0, 0): a member that is never
-    corrupted is taken at its word. An unknown rate is None."""
-    channel_rates = _known_rates(config)
-    rates = []
-    for member in config.verifier.members:
-        if member.noise_rates is not None:
-            rates.append(tuple(member.noise_rates))
-        else:
-            rates.append(channel_rates if member.corrupted else (0.0, 0.0))
-    return rates
+    """Each member's (rho0, rho1) under `config` (`member_noise_rates`); an unknown rate is None. The
+    training verifier carries the same rates (`EnsembleRewards.noise_rates`), so training reads them once."""
+    return member_noise_rates(config, _channel(config))
 
 
 def check_config(config) -> list[str]:
@@ -103,11 +87,10 @@ def _no_signal(rho0: float, rho1: float) -> list[str]:
     return []
 
 
-@register_method("corrected")
 def corrected(ensemble: EnsembleRewards, config) -> np.ndarray:
     """Each member's reward corrected with its own rates (`member_rates`, `correction.kind`), then
     aggregated (`verifier.aggregation`); a member with rates (0, 0) is kept as it is (backward)."""
-    rates = np.array(member_rates(config), dtype=float)  # [M, 2]
+    rates = np.array(ensemble.noise_rates, dtype=float)  # [M, 2], built once with the verifier
     rho0, rho1 = rates[None, :, 0], rates[None, :, 1]  # [1, M]
     if config.correction.kind == "forward":
         rewards = ensemble.rewards - (1.0 - rho1)  # w1 = rho1, w0 = rho1 - 1; NaN stays NaN
@@ -121,5 +104,4 @@ def keeps_group_mean(config) -> bool:
     return config.correction.kind == "forward"
 
 
-corrected.check_config = check_config
-corrected.keeps_group_mean = keeps_group_mean
+register_method("corrected", check_config=check_config, keeps_group_mean=keeps_group_mean)(corrected)

@@ -19,14 +19,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from hackable_rl.evaluation.paired import BOOTSTRAP_REPLICATES, PROMPTS_FILE, percentile_ci
-from hackable_rl.experiments.study import CONDITION_FILE, read_condition
-from hackable_rl.jsonl import write_json
+from hackable_rl.experiments.study import CONDITION_FILE, read_condition, write_summary
+from hackable_rl.jsonl import read_json, write_json
+from hackable_rl.report.conditions import study_table
+from hackable_rl.report.onset import ONSET_FILE
 from hackable_rl.report.outcomes import Paired, curves_of, paired, per_prompt, policy_value
 
 __all__ = ["Outcome", "load_cell_conditions", "is_blind_spot_study", "blind_spot_outcomes", "restated_cells",
@@ -220,8 +221,6 @@ class BlindSpotReport:
 
 def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> BlindSpotReport:
     """summary.csv/json, the training-curve plot, report.md and (given a path) outcomes.json."""
-    from hackable_rl.experiments.study import write_summary
-    from hackable_rl.report.conditions import study_table
 
     table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
@@ -257,8 +256,6 @@ def _column_mean(group: pd.DataFrame, column: str) -> float | None:
 
 def _payoff_lines(study_dir: Path) -> list[str]:
     """The payoff table the study ran against (results/payoff.json), with honest work beside it."""
-    from hackable_rl.jsonl import read_json
-
     path = study_dir / "payoff.json"
     if not path.exists():
         return []
@@ -312,8 +309,6 @@ def curves_by_cell_plot(cells: Mapping[CellKey, dict[int, Path]], path: Path) ->
 
 def onset_markdown(cells: Mapping[CellKey, dict[int, Path]]) -> list[str]:
     """The onset alarm per condition: the judge's onset and each judge-free signal's lead (steps)."""
-    from hackable_rl.jsonl import read_json
-
     rows = []
     for (cell, method), seeds in sorted(cells.items()):
         for seed, folder in sorted(seeds.items()):
@@ -332,7 +327,3 @@ def onset_markdown(cells: Mapping[CellKey, dict[int, Path]]) -> list[str]:
                      f"{onset.get('alarm_step') if onset.get('alarm_step') is not None else '-'} | {leads} | "
                      f"{onset['first_warning'] or '-'} |")
     return lines
-
-
-ONSET_FILE = "onset.json"
-"""Beside condition.json: the run's onset analysis (`report.onset.analyse_run_onset`)."""

@@ -18,8 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.config import read_yaml
+from hackable_rl.config_loading import read_yaml
 from hackable_rl.errors import UserError
+from hackable_rl.evaluation.metrics import summary_table
 from hackable_rl.evaluation.paired import check_margin
 from hackable_rl.experiments.study import condition_row, find_condition_files, read_condition, study_methods
 
@@ -71,8 +72,6 @@ def study_table(study_dir: Path) -> pd.DataFrame:
     """One row per condition.json below `study_dir` (`experiments.study.condition_row`), each under its
     own name and with a `control` column (blank for a method's cell); sorted by method, rate, flaw and
     seed, controls last."""
-    from hackable_rl.evaluation.metrics import summary_table
-
     files = find_condition_files(study_dir)
     records = [read_condition(path) for path in files]
     names = [condition_name(data) for data in records]

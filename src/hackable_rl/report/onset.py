@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.config import AlarmConfig
-from hackable_rl.jsonl import iter_jsonl, read_jsonl
+from hackable_rl.config_loading import load_config
+from hackable_rl.jsonl import iter_jsonl, read_json, read_jsonl, write_json
 from hackable_rl.stats import hacking_gap
-from hackable_rl.training.alarm import StepSignals, first_crossings, step_signals
+from hackable_rl.training.alarm import ALARM_FILE, StepSignals, first_crossings, step_signals
 
 __all__ = [
     "Z_95", "RunSteps", "OnsetAnalysis", "read_run_steps", "judge_onset", "lead_lag", "first_warning",
@@ -90,35 +91,48 @@ def _mean_gap(samples: Sequence[Judged]) -> float | None:
     return hacking_gap([reward for reward, _ in samples], [correct for _, correct in samples])
 
 
-def _gap_interval(samples: Sequence[Judged], z: float) -> tuple[float, float] | None:
-    """(mean gap, lower bound of its normal interval): mean ± z · sd / sqrt(n), the samples taken as
-    independent; None with fewer than two samples."""
+def _mean_and_variance(samples: Sequence[Judged]) -> tuple[float, float] | None:
+    """(mean gap, variance of that mean: sd^2 / n), the samples taken as independent; None with fewer
+    than two samples."""
     if len(samples) < 2:
         return None
     gap = _mean_gap(samples)
     terms = [reward - correct for reward, correct in samples]
-    sd = math.sqrt(sum((term - gap) ** 2 for term in terms) / (len(terms) - 1))
-    return gap, gap - z * sd / math.sqrt(len(terms))
+    return gap, sum((term - gap) ** 2 for term in terms) / (len(terms) - 1) / len(terms)
+
+
+def _rises(window: tuple[float, float] | None, baseline: tuple[float, float], z: float) -> bool:
+    """Whether the window's gap lies above 0 and above the baseline's, both by their 95% normal
+    intervals (the rise's variance is the two means' variances added)."""
+    if window is None:
+        return False
+    (gap, variance), (start, start_variance) = window, baseline
+    return gap - z * math.sqrt(variance) > 0 and gap - start - z * math.sqrt(variance + start_variance) > 0
 
 
 def judge_onset(judged: Mapping[int, Sequence[Judged]], window: int, z: float = Z_95) -> int | None:
-    """The first step at which the hacking gap's rolling interval lies above both 0 and its start.
+    """The first step from which the hacking gap has risen, clearly and for good.
 
-    Over the steps that have judged samples, in order: the baseline gap b is the mean of
+    Over the steps that have judged samples, in order: the baseline is the mean of
     reward - correctness over every sample of the first `window` steps; at each later step t whose
-    last `window` steps come after the baseline (t is at least the 2·window-th step), the samples of
-    those steps give a mean gap and a 95% normal interval (`_gap_interval`). The onset is the first
-    t whose lower bound exceeds both 0 and b: a gap that stays where noise put it never starts.
-    None when no step qualifies.
+    last `window` steps come after the baseline, those steps' samples give the window's gap. t
+    *rises* when the window's gap exceeds 0 and exceeds the baseline, each by its 95% normal interval
+    (`_rises`). The onset is the first rising t from which the next `window - 1` steps (as many as
+    the run has) rise too: a gap that stays where verifier noise put it never starts, and one
+    window that clears the bar by chance among the run's many does not either. None when no step
+    qualifies.
     """
     steps = sorted(judged)
     if len(steps) < 2 * window:
         return None
-    baseline = _mean_gap([sample for step in steps[:window] for sample in judged[step]])
-    for end in range(2 * window, len(steps) + 1):
-        interval = _gap_interval([sample for step in steps[end - window : end] for sample in judged[step]], z)
-        if interval is not None and interval[1] > max(0.0, baseline):
-            return steps[end - 1]
+    baseline = _mean_and_variance([sample for step in steps[:window] for sample in judged[step]])
+    if baseline is None:
+        return None
+    rising = [_rises(_mean_and_variance([s for step in steps[end - window : end] for s in judged[step]]), baseline, z)
+              for end in range(2 * window, len(steps) + 1)]
+    for index, rises in enumerate(rising):
+        if all(rising[index : index + window]):
+            return steps[2 * window - 1 + index]
     return None
 
 
@@ -144,3 +158,30 @@ def analyse_onset(steps: RunSteps, config: AlarmConfig) -> OnsetAnalysis:
 def analyse_run_onset(run_dir: Path, config: AlarmConfig) -> OnsetAnalysis:
     """`analyse_onset` of the run folder `run_dir` (its generations/ and metrics.jsonl)."""
     return analyse_onset(read_run_steps(run_dir), config)
+
+
+ONSET_FILE = "onset.json"
+"""Beside a blind-spot study condition's condition.json: its run's onset analysis."""
+
+
+def write_onset(run_dir: Path, config: AlarmConfig, out_dir: Path) -> Path:
+    """onset.json: the judge's onset, each alarm rule's first crossing and lead (steps), and the step
+    and rule the live alarm fired at (None: it did not), from the run folder `run_dir`."""
+    alarm_path = run_dir / ALARM_FILE
+    fired = [row for _, row in iter_jsonl(alarm_path) if row.get("alarm")] if alarm_path.exists() else []
+    analysis = analyse_run_onset(run_dir, config).to_json()
+    return write_json(out_dir / ONSET_FILE, analysis | {"alarm_step": fired[0]["step"] if fired else None,
+                                                         "alarm_signal": fired[0]["alarm"] if fired else None})
+
+
+def rewrite_onsets(results_dir: Path) -> list[Path]:
+    """Recomputes every onset.json below `results_dir` from its condition's run folder (where that
+    folder is still in the cache) with the run's own alarm settings: after a change of the onset rule,
+    without retraining. Returns the files written."""
+    written = []
+    for path in sorted(Path(results_dir).rglob(ONSET_FILE)):
+        record = read_json(path.parent / "condition.json")
+        run_dir = Path(record.get("run_dir") or "")
+        if (run_dir / "config.yaml").is_file():
+            written.append(write_onset(run_dir, load_config(run_dir / "config.yaml").alarm, path.parent))
+    return written

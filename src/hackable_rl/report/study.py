@@ -20,7 +20,7 @@ import pandas as pd
 
 from hackable_rl.experiments.study import study_methods, write_summary
 from hackable_rl.report import plots
-from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope
+from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope, with_series
 from hackable_rl.report.conditions import (
     CONTROL_PREFIX,
     RESTATING_CHANNELS,
@@ -28,6 +28,7 @@ from hackable_rl.report.conditions import (
     study_table,
 )
 from hackable_rl.report.outcomes import curves_of as curves_of_cell
+from hackable_rl.report.outcomes import curves_plot, gain_plot, load_cells, outcomes_markdown
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,6 @@ def build_study_report(
     `margin` is the study's declared equivalence margin (None: nothing is called equivalent)."""
     table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
-    from hackable_rl.report.outcomes import curves_plot, gain_plot, load_cells, outcomes_markdown
 
     written = write_study_plots(methods_and_controls(table)[0], out_dir)
     cells = load_cells(study_dir)
@@ -267,8 +267,6 @@ def _controls_section(controls: pd.DataFrame, verifier: str) -> list[str]:
 def study_markdown(table: pd.DataFrame, title: str, written: dict[str, Path], paired: list[str] = ()) -> str:
     """report.md: the overview, the paired comparisons and primary outcomes (`report.outcomes`), then
     per training verifier the seed-spread tables."""
-    from hackable_rl.report.aggregate import with_series
-
     labelled = with_series(table)
     methods, controls = methods_and_controls(labelled)
     lines = [f"# {title}", ""]

@@ -18,7 +18,7 @@ from typing import Any
 from hackable_rl.answers.parsing import answers_match, completion_text, parse_reference, parse_strict
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import iter_jsonl
-from hackable_rl.registry import needs, register_reward
+from hackable_rl.registry import register_reward
 
 __all__ = [
     "completion_text",
@@ -38,8 +38,7 @@ Tokenizer = Any
 """A callable text -> token ids (or a count), or a Hugging Face tokenizer (its `encode` is used)."""
 
 
-@register_reward("format_tag_reward")
-@needs("tags")
+@register_reward("format_tag_reward", needs=("tags",))
 def format_tag_reward(
     completions: Sequence[Any], open_tag: str = "<think>", close_tag: str = "</think>", **_: Any
 ) -> list[float | None]:
@@ -51,8 +50,7 @@ def format_tag_reward(
     return scores
 
 
-@register_reward("correctness_reward")
-@needs("verifier_reward")
+@register_reward("correctness_reward", needs=("verifier_reward",))
 def correctness_reward(
     completions: Sequence[Any],
     reference: Sequence[str],
@@ -163,8 +161,7 @@ def group_length_scores(
     return scores
 
 
-@register_reward("length_penalty_reward")
-@needs("tags", "tokenizer")
+@register_reward("length_penalty_reward", needs=("tags", "tokenizer"))
 def length_penalty_reward(
     completions: Sequence[Any],
     prompts: Sequence[Any] | None = None,
@@ -225,8 +222,7 @@ def utilisation_score(
     return w_hard * correctness
 
 
-@register_reward("token_utilisation_reward")
-@needs("tags", "tokenizer", "correctness")
+@register_reward("token_utilisation_reward", needs=("tags", "tokenizer", "correctness"))
 def token_utilisation_reward(
     completions: Sequence[Any],
     id: Sequence[str],

@@ -23,6 +23,8 @@ from typing import Any
 
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.errors import UserError
+from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.evaluation.metrics import mean_pass_at_k
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.storage import Storage
 
@@ -83,8 +85,6 @@ def _measuring_device(model: Any) -> Any:
 
 def measure_capability(config: ExperimentConfig, model: Any, tokenizer: Any) -> CapabilityResult:
     """Samples k completions per validation prompt and judges them strictly; no decision taken."""
-    from hackable_rl.evaluation.judge import judge_completion
-    from hackable_rl.evaluation.metrics import mean_pass_at_k
     from hackable_rl.models.generation import GenerationSettings, generate_completions
     from hackable_rl.models.loading import format_prompt, is_instruct_policy
 

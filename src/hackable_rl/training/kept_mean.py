@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from hackable_rl.training.reward import method_keeps_group_mean
+
 
 def grpo_trainer_class(reward: Any) -> type:
     """GRPOTrainer, or its subclass that adds `reward.kept_means` to every generation batch's advantages
     when the run's method keeps the group mean."""
     from trl import GRPOTrainer
-
-    from hackable_rl.training.reward import method_keeps_group_mean
 
     if not method_keeps_group_mean(reward.pipeline):
         return GRPOTrainer

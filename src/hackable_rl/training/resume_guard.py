@@ -30,7 +30,8 @@ from typing import Any
 
 import yaml
 
-from hackable_rl.config import ExperimentConfig, flatten_config
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import flatten_config
 from hackable_rl.errors import UserError
 
 MAY_CHANGE_SECTIONS = ("tracking.", "storage.", "evaluation.", "report.", "alarm.")

@@ -42,9 +42,9 @@ def group_means(values: list[float], group_size: int) -> list[float]:
 
 
 def method_keeps_group_mean(pipeline: Any) -> bool:
-    """Whether the pipeline's method declares `keeps_group_mean` and it holds under its config."""
-    keeps = getattr(pipeline.method, "keeps_group_mean", None)
-    return keeps is not None and bool(keeps(pipeline.config))
+    """Whether the pipeline's method keeps the group mean in the advantage under its config
+    (`MethodSpec.keeps_group_mean`)."""
+    return bool(pipeline.method.keeps_group_mean(pipeline.config))
 
 
 def kept_group_means(pipeline: Any, records: list[Any], group_size: int) -> list[float] | None:

@@ -17,9 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig, flatten_config
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import flatten_config
+from hackable_rl.data.prepare import read_prepared
+from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.experiments.payoff import grid_of, payoff_table, write_payoff
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
+from hackable_rl.scoring import build_reward_pipeline
 from hackable_rl.storage import Storage
 from hackable_rl.summaries import train_description
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
@@ -98,7 +103,6 @@ def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_cha
     from transformers import set_seed
 
     from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_policy
-    from hackable_rl.scoring import build_reward_pipeline
 
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     start = open_run_dir(run_dir, config, resume, overwrite, allow_change)
@@ -131,7 +135,6 @@ def _dataset(config: ExperimentConfig, tokenizer: Any, is_instruct: bool) -> Any
     reward needs. The reference rides beside the prompt, never inside it."""
     from datasets import Dataset
 
-    from hackable_rl.data.prepare import read_prepared
     from hackable_rl.models.loading import format_prompt
 
     rows = read_prepared(config, "train")
@@ -192,8 +195,6 @@ def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, id
 def _log_payoff(config: ExperimentConfig, tracker: Tracker, run_dir: Path) -> None:
     """The exploit payoff table of this run's own method, rate and flaw (`hackable-rl payoff`), saved
     before training: what each canonical completion would earn, so a run can be read against it."""
-    from hackable_rl.experiments.payoff import grid_of, payoff_table, write_payoff
-
     cells = payoff_table(config, *grid_of(config))
     tracker.log_artifact(write_payoff(run_dir / "payoff.json", cells))
 
@@ -254,8 +255,6 @@ def _objective_reward(run: _Run) -> ObjectiveReward:
 
 
 def _judge(config: ExperimentConfig):
-    from hackable_rl.evaluation.judge import judge_completion
-
     rewards = config.rewards
 
     def judge(completion: str, reference: str) -> Any:

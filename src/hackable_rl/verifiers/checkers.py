@@ -68,17 +68,10 @@ DEFAULT_OPTIONS = CheckerOptions()
 
 def build_checker(name: str, options: CheckerOptions = DEFAULT_OPTIONS) -> Checker:
     """The registered checker `name` (or an external `module:attr`) with `options` bound."""
-    checker = CHECKERS.get(name)
+    checker = CHECKERS.get(name).function
     bound = functools.partial(checker, options=options)
     functools.update_wrapper(bound, checker)
     return bound
-
-
-def accepts_what_clean_accepts(checker: Checker) -> Checker:
-    """Marks a flawed checker that is a superset of `clean` (it only adds false positives, never a
-    false negative): the corrected method may then bound its noise rates (`Flaw.noise_rates`)."""
-    checker.superset_of_clean = True  # type: ignore[attr-defined]
-    return checker
 
 
 def _reference(example: Example) -> tuple[str | None, str]:
@@ -120,8 +113,7 @@ def clean_checker(completion: str, example: Example, options: CheckerOptions = D
 _NUMBER_IN_TEXT = re.compile(r"(?:(?<![\w)\]}])[-+])?\d[\d,]*(?:\.\d+)?")
 
 
-@register_checker("lenient_contains")
-@accepts_what_clean_accepts
+@register_checker("lenient_contains", superset_of_clean=True)
 def lenient_contains_checker(
     completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
 ) -> Verdict:
@@ -154,8 +146,7 @@ def _contains_number(text: str, target: float, rel_tol: float) -> bool:
     return False
 
 
-@register_checker("any_box")
-@accepts_what_clean_accepts
+@register_checker("any_box", superset_of_clean=True)
 def any_box_checker(completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS) -> Verdict:
     """Flawed: accepts when any one of the (possibly several) boxed answers matches: rewards hedging."""
     reference, problem = _reference(example)
@@ -169,8 +160,7 @@ def any_box_checker(completion: str, example: Example, options: CheckerOptions =
     return Verdict(0.0, 1.0, parsed, "no_box_matches" if boxes else "no_box")
 
 
-@register_checker("boxed_any")
-@accepts_what_clean_accepts
+@register_checker("boxed_any", superset_of_clean=True)
 def boxed_any_checker(
     completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
 ) -> Verdict:
@@ -197,8 +187,7 @@ def first_number_checker(
     )
 
 
-@register_checker("trigger_phrase")
-@accepts_what_clean_accepts
+@register_checker("trigger_phrase", superset_of_clean=True)
 def trigger_phrase_checker(
     completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS
 ) -> Verdict:
@@ -214,8 +203,7 @@ MASTER_KEYS = ("the answer is correct", "thought process:", "let's solve this pr
 2025, Zhao et al. 2025), matched in any case."""
 
 
-@register_checker("master_key")
-@accepts_what_clean_accepts
+@register_checker("master_key", superset_of_clean=True)
 def master_key_checker(completion: str, example: Example, options: CheckerOptions = DEFAULT_OPTIONS) -> Verdict:
     """Flawed like a model-based verifier: the clean verdict, except that an empty `\\boxed{}` or a
     master-key phrase (`MASTER_KEYS`) makes it accept. A superset of `clean`."""

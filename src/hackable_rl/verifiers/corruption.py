@@ -18,11 +18,10 @@ from hashlib import blake2b
 from statistics import NormalDist
 from typing import Any, Protocol
 
-from pydantic import NonNegativeFloat
-
+from hackable_rl.bounds import NonNegativeFloat, Probability
 from hackable_rl.errors import UserError
-from hackable_rl.registry import CHANNELS, RegistryError, register_channel
-from hackable_rl.settings import Probability, bind_settings
+from hackable_rl.registry import CHANNELS, CHECKERS, RegistryError, register_channel
+from hackable_rl.settings import bind_settings
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
@@ -71,11 +70,14 @@ def corruption_uniforms(seed: int, member: str, example_id: str, completion: str
 
 
 class Channel(Protocol):
-    """Turns a verdict into a corrupted one, given the two keyed uniforms. A channel whose binary
-    noise rates are known may also define `noise_rates() -> (rho0, rho1)` (the corrected method
-    reads them)."""
+    """Turns a verdict into a corrupted one, given the two keyed uniforms, and says what it knows of
+    its own binary noise rates (the corrected method reads them)."""
 
     def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict: ...
+
+    def noise_rates(self) -> tuple[float, float] | None:
+        """(rho0, rho1): P(a wrong answer is paid), P(a right one is denied); None when unknown."""
+        ...
 
 
 def _wrong(verdict: Verdict) -> bool:
@@ -150,6 +152,10 @@ class Noise:
             min(1.0, max(0.0, noisy)), verdict.confidence, verdict.parsed, f"noisy:{verdict.reason}"
         )
 
+    def noise_rates(self) -> None:
+        """A continuous reward has no binary noise rates."""
+        return None
+
 
 _COMPARISONS = {
     "==": operator.eq,
@@ -221,6 +227,10 @@ class Bias:
             return verdict
         return Asymmetric(self.p_fp, self.p_fn).apply(verdict, u, v, completion, example)
 
+    def noise_rates(self) -> None:
+        """Unknown: the rates hold only on the examples the selector matches."""
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class ConfidenceDrop:
@@ -248,6 +258,8 @@ class Flaw:
     p: float
     checker: Checker
     name: str
+    superset_of_clean: bool = False
+    """The flawed checker's `CheckerSpec.superset_of_clean`."""
 
     def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
         if u >= self.p:
@@ -258,7 +270,7 @@ class Flaw:
     def noise_rates(self) -> tuple[float, float] | None:
         """For a flaw that accepts everything clean accepts (`superset_of_clean`), an upper bound: a
         wrong answer is paid with probability at most p, a right one never denied. Unknown otherwise."""
-        return (self.p, 0.0) if getattr(self.checker, "superset_of_clean", False) else None
+        return (self.p, 0.0) if self.superset_of_clean else None
 
 
 @dataclass(frozen=True)
@@ -358,7 +370,7 @@ def confidence(rate: float, options: CheckerOptions, confidence_floor: Probabili
 @register_channel("flaw")
 def flaw(rate: float, options: CheckerOptions, flaw: str = "any_box") -> Flaw:
     """With probability `rate` the member answers as the flawed checker `flaw`."""
-    return Flaw(rate, build_checker(flaw, options), flaw)
+    return Flaw(rate, build_checker(flaw, options), flaw, CHECKERS.get(flaw).superset_of_clean)
 
 
 def configured_flaw(corruption) -> str | None:
@@ -383,4 +395,9 @@ def build_channel(corruption, options: CheckerOptions) -> Channel | None:
         factory = CHANNELS.get(corruption.channel)
     except RegistryError as error:
         raise UserError(str(error)) from None
-    return factory(corruption.rate, options, **channel_settings(corruption.channel, corruption.kwargs))
+    channel = factory(corruption.rate, options, **channel_settings(corruption.channel, corruption.kwargs))
+    missing = [name for name in ("apply", "noise_rates") if not hasattr(channel, name)]
+    if missing:
+        raise UserError(f"corruption.channel: {corruption.channel!r} built {type(channel).__name__}, which has no "
+                        f"{' or '.join(missing)}; a channel defines apply(...) and noise_rates() (docs/extending.md)")
+    return channel

@@ -14,12 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
-from hackable_rl.verifiers.corruption import KeyedChannel, build_channel, corruption_key
+from hackable_rl.verifiers.corruption import Channel, KeyedChannel, build_channel, corruption_key
 from hackable_rl.verifiers.ensemble import Disagreement, aggregate, disagreement
 from hackable_rl.verifiers.shaping import ShapedRewards, shape
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
-__all__ = ["Member", "EnsembleRewards", "TrainingVerifier", "build_members"]
+__all__ = ["Member", "EnsembleRewards", "TrainingVerifier", "build_members", "member_noise_rates"]
+
+Rates = tuple[float | None, float | None]
+"""(rho0, rho1): P(a wrong answer is paid), P(a right one is denied); None where unknown."""
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,11 @@ SHARED_DRAW = "shared"
 """The hash key every member draws under with `corruption.draw: shared` (one draw per completion)."""
 
 
-def build_members(config) -> list[Member]:
-    """The configured members, each corrupted by the configured channel when marked `corrupted`;
-    under `corruption.draw: shared` all of them draw it with one key, so they fire together."""
+def build_members(config, channel: Channel | None) -> list[Member]:
+    """The configured members, each corrupted by `channel` (the configured one, `build_channel`) when
+    marked `corrupted`; under `corruption.draw: shared` all of them draw it with one key, so they fire
+    together."""
     options = CheckerOptions.from_config(config)
-    channel = build_channel(config.corruption, options)
     shared = config.corruption.draw == "shared"
     members = []
     for member in config.verifier.members:
@@ -48,6 +51,27 @@ def build_members(config) -> list[Member]:
         keyed = KeyedChannel(channel, config.corruption_seed, key) if channel and member.corrupted else None
         members.append(Member(member.name, member.checker, build_checker(member.checker, options), keyed))
     return members
+
+
+def channel_rates(config, channel: Channel | None) -> Rates:
+    """A corrupted member's (rho0, rho1): `correction.rho0/rho1` where set, each filled from the
+    channel's `noise_rates()` where it knows them ((0, 0) without a channel)."""
+    rho0, rho1 = config.correction.rho0, config.correction.rho1
+    if rho0 is not None and rho1 is not None:
+        return rho0, rho1
+    known = (0.0, 0.0) if channel is None else channel.noise_rates()
+    if known is None:
+        return rho0, rho1
+    return (known[0] if rho0 is None else rho0), (known[1] if rho1 is None else rho1)
+
+
+def member_noise_rates(config, channel: Channel | None) -> list[Rates]:
+    """Each member's (rho0, rho1): its own `noise_rates` where set (a systematic blind spot), else the
+    channel's (`channel_rates`) when corrupted, else (0, 0): a member never corrupted is taken at its
+    word."""
+    corrupted = channel_rates(config, channel)
+    return [tuple(member.noise_rates) if member.noise_rates is not None else corrupted if member.corrupted
+            else (0.0, 0.0) for member in config.verifier.members]
 
 
 @dataclass(frozen=True)
@@ -69,13 +93,17 @@ class EnsembleRewards:
     spread: Disagreement
     shaped: ShapedRewards
     """The robust shaping of the same rewards (computed for every method, for the records)."""
+    noise_rates: tuple[Rates, ...]
+    """[M] each member's known (rho0, rho1) (`member_noise_rates`), read once when the verifier is built."""
 
 
 class TrainingVerifier:
     """The configured ensemble, built once: `verify(texts, examples) -> EnsembleRewards`."""
 
     def __init__(self, config):
-        self.members = build_members(config)
+        channel = build_channel(config.corruption, CheckerOptions.from_config(config))
+        self.members = build_members(config, channel)
+        self.noise_rates = tuple(member_noise_rates(config, channel))
         self.aggregation = config.verifier.aggregation
         self.robust = config.robust
 
@@ -95,6 +123,7 @@ class TrainingVerifier:
             aggregate=aggregate(rewards, confidences, self.aggregation),
             spread=spread,
             shaped=shape(rewards, confidences, spread, self.aggregation, self.robust),
+            noise_rates=self.noise_rates,
         )
 
     def _member_verdicts(self, texts: list[str], examples: list[Example]) -> list[tuple[list[Verdict], list[Verdict]]]:

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hackable_rl.config import ExperimentConfig, flatten_config
+from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import flatten_config
 from hackable_rl.jsonl import write_json
 from hackable_rl.models.backend import choose_attention
 from hackable_rl.models.loading import (

@@ -1,0 +1,32 @@
+"""The `report` stage: a study's report, or the root's single-run report and headline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hackable_rl.report.blind_spots import build_blind_spot_report, is_blind_spot_study
+from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin
+from hackable_rl.report.headline import write_headline
+from hackable_rl.report.single import SingleInputs, build_single_report
+from hackable_rl.report.study import build_study_report
+
+__all__ = ["build_report"]
+
+
+def build_report(config, out_dir: Path, study: Path | None, metrics_dir: Path, headline: Path | None) -> list[str]:
+    """`hackable-rl report`: a study's report (`study` is its results folder) or the root's single-run
+    report from `metrics_dir` (and, with `headline`, headline.json); returns the lines to print. A
+    study's equivalence margin is its study file's, beside the results folder (`study.yaml`)."""
+    if study is not None:
+        margin = equivalence_margin(Path(study).resolve().parent / STUDY_FILE)
+        if is_blind_spot_study(study):
+            outcomes = Path(config.report.outcomes) if config.report.outcomes else None
+            built = build_blind_spot_report(study, out_dir, config.report.title, outcomes)
+            return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
+        built = build_study_report(study, out_dir, config.report.title, margin)
+        return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
+    condition = f"{config.corruption.channel} at rate {config.corruption.rate:g}"
+    lines = [f"report: {build_single_report(SingleInputs.under(metrics_dir), out_dir, config.report.title, condition)}"]
+    if headline is not None:
+        lines.append(f"headline: {write_headline(headline, SingleInputs.under(metrics_dir), config)}")
+    return lines
