@@ -16,9 +16,9 @@ from hackable_rl.errors import UserError
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import cell_overrides, read_cell, study_cells, variant_method
 from hackable_rl.experiments.honest import HonestSamples, measured_rates
-from hackable_rl.experiments.payoff import CANONICAL, PayoffCell, format_payoff, unpayable_problem
 from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
 from hackable_rl.jsonl import write_jsonl
+from hackable_rl.payoff import CANONICAL, PayoffCell, format_payoff, unpayable_problem
 from hackable_rl.report.blind_spots import (
     blind_spot_outcomes,
     gap_growth,

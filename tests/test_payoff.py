@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from hackable_rl.cli import app
 from hackable_rl.config_loading import load_config
-from hackable_rl.experiments.payoff import CANONICAL, EXPLOITS, SHORT, payoff_table, unpayable_problem
+from hackable_rl.payoff import CANONICAL, EXPLOITS, SHORT, payoff_table, unpayable_problem
 
 
 def test_pays_under_a_clean_verifier_match_the_objective(project) -> None:

@@ -381,7 +381,7 @@ def payoff(
 ) -> None:
     """The exploit payoff table: mean training reward of canonical completions per cell and method
     beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
-    from hackable_rl.experiments import payoff as table
+    from hackable_rl import payoff as table
     from hackable_rl.experiments.study import study_payoff
 
     cells, rates = study_payoff(_config(config, overrides), study, prompts, honest_samples)
@@ -397,9 +397,7 @@ def payoff(
 def condition(
     method: Annotated[str, typer.Option("--method", help="base (no RL), baseline or robust.")],
     out: Annotated[Path, typer.Option("--out", help="Folder that receives condition.json.")],
-    study: Annotated[
-        Path | None, typer.Option("--study", help="Study file whose method_overrides (and cells) apply.")
-    ] = None,
+    study: Annotated[Path | None, typer.Option("--study", help="Study file: method_overrides, cells.")] = None,
     cell: Annotated[str | None, typer.Option("--cell", help="The study file's blind-spot cell to train against.")] = None,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
@@ -423,10 +421,9 @@ def condition(
 
 @app.command()
 def report(
-    study: Annotated[
-        Path | None, typer.Option("--study", help="Folder holding the study's condition.json files.")
-    ] = None,
+    study: Annotated[Path | None, typer.Option("--study", help="Folder holding the study's condition.json files.")] = None,
     single: Annotated[bool, typer.Option("--single", help="Report the root pipeline's single run.")] = False,
+    refresh_onsets: Annotated[bool, typer.Option(help="--study: first recompute onset.json from the run folders.")] = False,
     metrics_dir: Annotated[
         Path, typer.Option("--metrics-dir", help="--single: warmstart.json, base/, clean/s*/, trained/s*/, compare.json.")
     ] = Path("metrics"),
@@ -437,6 +434,7 @@ def report(
 ) -> None:
     """Write plots (PNG) and report.md: a study's summary table (--study DIR) or the single run (--single)."""
     from hackable_rl.report.build import build_report
+    from hackable_rl.report.onset import rewrite_onsets
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):
@@ -445,4 +443,6 @@ def report(
     check_output_path(target, "--out" if out else "report.out_dir", folder=True)
     if headline is not None:
         check_output_path(headline, "--headline")
+    if refresh_onsets and study is not None:
+        typer.echo(f"onset.json rewritten from {len(rewrite_onsets(study))} run folders")
     typer.echo("\n".join(build_report(cfg, target, study, metrics_dir, headline)))

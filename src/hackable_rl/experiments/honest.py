@@ -15,24 +15,15 @@ training; `method: corrected` can be given them (the study file's `flaw_rates`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.payoff import HonestSamples
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.types import Example
 
 __all__ = ["HonestSamples", "sample_base_policy", "measured_rates"]
-
-
-@dataclass(frozen=True)
-class HonestSamples:
-    """The base policy's completions, their prompt rows (repeated per sample) and the judge's verdict."""
-
-    texts: list[str]
-    rows: list[dict[str, Any]]
-    correct: list[bool | None]
 
 
 def sample_base_policy(config: ExperimentConfig, rows: list[dict[str, Any]], n: int) -> HonestSamples:

@@ -33,10 +33,10 @@ from hackable_rl.experiments.cells import Cell, cell_overrides, read_cell, study
 from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
 from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
-from hackable_rl.experiments.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.extensions import check_config
 from hackable_rl.jsonl import iter_jsonl, read_json, write_json, write_jsonl
 from hackable_rl.methods import METHODS
+from hackable_rl.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.report.onset import write_onset
 from hackable_rl.stats import mean
 from hackable_rl.storage import Storage

@@ -147,8 +147,8 @@ def gap_growth(curves: Mapping[int, pd.DataFrame], column: str, seed: int = 0) -
     tenths = [pair for pair in tenths if pair is not None]
     if not tenths:
         return None
-    first = float(np.mean([f.mean() for f, _ in tenths]))
-    last = float(np.mean([l.mean() for _, l in tenths]))
+    first = float(np.mean([start.mean() for start, _ in tenths]))
+    last = float(np.mean([end.mean() for _, end in tenths]))
     rng = np.random.default_rng(seed)
     replicates = np.empty(BOOTSTRAP_REPLICATES)
     for index in range(BOOTSTRAP_REPLICATES):

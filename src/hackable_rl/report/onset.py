@@ -130,7 +130,7 @@ def judge_onset(judged: Mapping[int, Sequence[Judged]], window: int, z: float = 
         return None
     rising = [_rises(_mean_and_variance([s for step in steps[end - window : end] for s in judged[step]]), baseline, z)
               for end in range(2 * window, len(steps) + 1)]
-    for index, rises in enumerate(rising):
+    for index in range(len(rising)):
         if all(rising[index : index + window]):
             return steps[2 * window - 1 + index]
     return None

@@ -170,7 +170,7 @@ def _relation(diff: float, name: str) -> str:
     return f"{name} is {'higher' if diff > 0 else 'lower'} by {abs(diff):.3f}"
 
 
-def excess_gap(stats: pd.DataFrame, trained: str) -> list[str]:
+def gap_over_base(stats: pd.DataFrame, trained: str) -> list[str]:
     """Per rate: the trained method's gap above the untrained base's gap, and where it exceeds one sd."""
     lines, above = [], []
     for rate in sorted(stats["rate"].unique()):
@@ -237,7 +237,7 @@ def _gap_section(gap: pd.DataFrame, verifier: str) -> list[str]:
     lines += ["Trained vs untrained gap at the same rate (base's gap is the verifier's own error on the untrained "
               "policy; a trained gap above it is what GRPO added):", ""]
     for trained in study_methods()[1:]:
-        lines += excess_gap(gap, trained)
+        lines += gap_over_base(gap, trained)
     lines += [""]
     lines += ["Does robust shaping reduce the gap?", ""]
     return lines + compare_methods(gap, "robust", "baseline", "hacking gap", False) + [""]

@@ -4,6 +4,12 @@ TRL calls it once per generation batch with every dataset column as a list (one 
 completion). It returns the objective's reward (missing imputed for optimisation) and, as a side
 effect, hands the recorder one record per completion: the verifier's full record, the advantage
 GRPO will use, and the independent judge's verdict (analysis only: it never reaches the return value).
+
+Why the advantage is computed twice, here and in TRL: TRL computes its advantages inside its
+`_generate_and_score_completions`, after the reward function returns, and keeps them in the batch
+it trains on without exposing them to callbacks; overriding that method would tie the project to
+one TRL version's internals. So the records compute the same formula (`group_advantages`: TRL's
+group centring and `scale_rewards` scaling) from the same rewards, at the same moment.
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from hackable_rl.config import ExperimentConfig
 from hackable_rl.config_loading import flatten_config
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import judge_completion
-from hackable_rl.experiments.payoff import grid_of, payoff_table, write_payoff
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
-from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.payoff import own_cell_payoff, write_payoff
+from hackable_rl.scoring import RewardPipeline, build_reward_pipeline
 from hackable_rl.storage import Storage
 from hackable_rl.summaries import train_description
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
@@ -120,7 +120,7 @@ def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_cha
     tracker = start_tracker(
         config, config.run_name, "train", run_id=start.info.get("mlflow_run_id"), event_log=run_dir / EVENT_LOG_NAME
     )
-    info = _record_start(config, run_dir, start, identity, tracker, capability)
+    info = _record_start(config, run_dir, start, identity, tracker, capability, pipeline)
     return _Run(config, run_dir, start, recorder, identity, tracker, info, model, tokenizer, dataset, pipeline)
 
 
@@ -153,7 +153,7 @@ def _dataset(config: ExperimentConfig, tokenizer: Any, is_instruct: bool) -> Any
 
 def _record_start(
     config: ExperimentConfig, run_dir: Path, start: RunStart, identity: RunIdentity, tracker: Tracker,
-    capability: dict[str, Any] | None,
+    capability: dict[str, Any] | None, pipeline: RewardPipeline,
 ) -> dict[str, Any]:
     """Writes run.json of the running run and returns it. A fresh run logs its params, config, tags
     and provenance once; a resumed one records how its config changed, if it did."""
@@ -172,14 +172,16 @@ def _record_start(
         info["config_changes"] = record_config_change(run_dir, config, tracker, start)
     write_json(run_dir / "run.json", info)
     if start.step is None:
-        _start_logging(config, tracker, run_dir, identity)
+        _start_logging(config, tracker, run_dir, identity, pipeline)
         log_capability(tracker, capability)
     else:
         log.info("resuming %s from step %d (%s)", config.run_name, start.step, start.checkpoint)
     return info
 
 
-def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, identity: RunIdentity) -> None:
+def _start_logging(
+    config: ExperimentConfig, tracker: Tracker, run_dir: Path, identity: RunIdentity, pipeline: RewardPipeline
+) -> None:
     """What a fresh run records once: params, the resolved config (config.yaml, written with the
     folder), tags, provenance."""
     tracker.log_params(flatten_config(config))
@@ -189,13 +191,14 @@ def _start_logging(config: ExperimentConfig, tracker: Tracker, run_dir: Path, id
     dataset = dataset_input(Storage.of(config.storage).dataset_dir(config.data.name), "train")
     if dataset is not None:
         tracker.log_dataset(**dataset, context="training")
-    _log_payoff(config, tracker, run_dir)
+    _log_payoff(config, tracker, run_dir, pipeline)
 
 
-def _log_payoff(config: ExperimentConfig, tracker: Tracker, run_dir: Path) -> None:
+def _log_payoff(config: ExperimentConfig, tracker: Tracker, run_dir: Path, pipeline: RewardPipeline) -> None:
     """The exploit payoff table of this run's own method, rate and flaw (`hackable-rl payoff`), saved
-    before training: what each canonical completion would earn, so a run can be read against it."""
-    cells = payoff_table(config, *grid_of(config))
+    before training: what each canonical completion would earn, so a run can be read against it.
+    Priced with the run's own reward pipeline, not a second build of it."""
+    cells = own_cell_payoff(config, pipeline)
     tracker.log_artifact(write_payoff(run_dir / "payoff.json", cells))
 
 
