@@ -14,7 +14,14 @@ import pytest
 from hackable_rl.config_loading import load_config, validate_config
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
-from hackable_rl.experiments.cells import cell_overrides, read_cell, study_cells, variant_method
+from hackable_rl.experiments.cells import (
+    CellRoles,
+    cell_overrides,
+    cell_roles,
+    read_cell,
+    study_cells,
+    variant_method,
+)
 from hackable_rl.experiments.honest import HonestSamples, measured_rates
 from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
 from hackable_rl.jsonl import write_jsonl
@@ -39,6 +46,7 @@ HEDGE = "<think>7+5=12</think> \\boxed{11} \\boxed{12}"
 
 def test_the_study_file_declares_k_1_2_3_and_no_member_is_an_oracle() -> None:
     assert study_cells(STUDY) == ["k1", "k2", "k3"]
+    assert cell_roles(STUDY) == CellRoles(("k1", "k2", "k3"), "clean", "k3")
     for name, k in (("k1", 1), ("k2", 2), ("k3", 3)):
         cell = read_cell(STUDY, name)
         assert cell.sharing == k and "clean" not in cell.checkers and cell.exploited_flaw == "master_key"
@@ -164,7 +172,8 @@ def test_the_positive_control_is_met_only_when_every_target_is(tmp_path: Path) -
         _condition(tmp_path, "k3", "robust", seed, [2, 2, 2, 2], [0.5, 0.5, 0.75, 0.5])
         _condition(tmp_path, "clean", "baseline", seed, [3, 3, 3, 3], [0.0, 0.0, 0.0, 0.0])
     cells = load_cell_conditions(tmp_path)
-    outcomes = {(o.name, o.cell, o.a, o.metric): o for o in blind_spot_outcomes(cells)}
+    roles = CellRoles(trained=("k3",), reference="clean", positive_control="k3")
+    outcomes = {(o.name, o.cell, o.a, o.metric): o for o in blind_spot_outcomes(cells, roles)}
     share = outcomes[("positive_control_exploit_share", "k3", "baseline", "exploit_share")]
     assert (share.mean_a, share.mean_b, share.met) == (0.5625, 0.0625, True) and share.ci_low > 0
     pass_at_1 = outcomes[("positive_control_pass_at_1", "k3", "baseline", "pass_at_1")]

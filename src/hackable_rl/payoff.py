@@ -168,15 +168,15 @@ def score_specs(
     return [_cell(config, spec, rows, honest) for spec in specs]
 
 
-def _cell(config, spec: PayoffSpec, rows, honest: HonestSamples | None) -> PayoffCell:
+def _cell(config, spec: PayoffSpec, rows, honest: HonestSamples | None, pipeline=None) -> PayoffCell:
     """One cell's payoffs, or a refused cell when the method's own `check_config` says it cannot run
-    there (the study records the same cell as a failed condition)."""
-
+    there (the study records the same cell as a failed condition). `pipeline`: the cell's reward
+    pipeline where the caller already built it (a training run's own), else built here."""
     cell_config = _cell_config(config, spec)
     problems = METHODS.get(cell_config.method).check_config(cell_config)
     if problems:
         return PayoffCell(spec.flaw, spec.rate, spec.method, dict.fromkeys(CANONICAL), "; ".join(problems), spec.cell)
-    pipeline = build_reward_pipeline(cell_config)
+    pipeline = build_reward_pipeline(cell_config) if pipeline is None else pipeline
     earned = mean(_score(pipeline, honest.texts, honest.rows)) if honest else None
     return PayoffCell(spec.flaw, spec.rate, spec.method, _score_cell(pipeline, rows, cell_config), None, spec.cell, earned)
 
@@ -184,13 +184,8 @@ def _cell(config, spec: PayoffSpec, rows, honest: HonestSamples | None) -> Payof
 def own_cell_payoff(config: ExperimentConfig, pipeline, prompts: int = 64) -> list[PayoffCell]:
     """The payoff of the config's own cell, priced with the run's own reward pipeline (built once per
     run: a training run saves this table before it trains)."""
-    from hackable_rl.data.prepare import read_prepared
-
-    (method,), (rate,), (flaw,) = grid_of(config)
-    problems = METHODS.get(config.method).check_config(config)
-    if problems:
-        return [PayoffCell(flaw, rate, method, dict.fromkeys(CANONICAL), "; ".join(problems))]
-    return [PayoffCell(flaw, rate, method, _score_cell(pipeline, read_prepared(config, "train")[:prompts], config))]
+    (spec,) = grid_specs(*grid_of(config))
+    return [_cell(config, spec, read_prepared(config, "train")[:prompts], None, pipeline)]
 
 
 def unpayable_problem(cells: list[PayoffCell]) -> str | None:

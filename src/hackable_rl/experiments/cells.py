@@ -27,7 +27,7 @@ from typing import Any
 from hackable_rl.config_loading import parse_override, read_yaml
 from hackable_rl.errors import UserError
 
-__all__ = ["Cell", "read_cell", "cell_overrides", "variant_method", "study_cells"]
+__all__ = ["Cell", "CellRoles", "read_cell", "cell_overrides", "variant_method", "study_cells", "cell_roles", "read_study_file"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,16 @@ class Cell:
         return members
 
 
-def _study(study_file: Path) -> dict[str, Any]:
+def read_study_file(study_file: Path) -> Any:
+    """The study file's YAML (the params loader: encoding, duplicate keys and alias bombs refused);
+    a UserError when it does not exist."""
     if not study_file.exists():
         raise UserError(f"{study_file}: no such study file (pass --study PATH)")
-    data = read_yaml(study_file)
+    return read_yaml(study_file)
+
+
+def _study(study_file: Path) -> dict[str, Any]:
+    data = read_study_file(study_file)
     if not isinstance(data, dict):
         raise UserError(f"{study_file}: expected a mapping (the study grid)")
     return data
@@ -83,6 +89,27 @@ def read_cell(study_file: Path, name: str) -> Cell:
     if not isinstance(checkers, list) or not checkers or not all(isinstance(c, str) for c in checkers):
         raise UserError(f"{study_file}: cells.{name} must be a non-empty list of checker names")
     return Cell(name, tuple(checkers), data.get("exploited_flaw"), _rates(study_file, data.get("flaw_rates") or {}))
+
+
+@dataclass(frozen=True)
+class CellRoles:
+    """What each cell of a study file is for, as its report reads it."""
+
+    trained: tuple[str, ...]
+    """The blind-spot cells, in the study file's order."""
+    reference: str | None
+    """The clean reference's cell (`reference.cell`), if declared."""
+    positive_control: str | None
+    """The first cell in which every member carries the exploited flaw, if any."""
+
+
+def cell_roles(study_file: Path) -> CellRoles:
+    """The study file's cells, its reference cell and its positive control (read, never guessed from names)."""
+    names = study_cells(study_file)
+    shared_by_all = [name for name in names if (cell := read_cell(study_file, name)).sharing == len(cell.checkers)]
+    reference = _study(study_file).get("reference")
+    return CellRoles(tuple(names), reference.get("cell") if isinstance(reference, dict) else None,
+                     shared_by_all[0] if shared_by_all else None)
 
 
 def _reference_cell(data: dict[str, Any]) -> dict[str, Any]:

@@ -24,12 +24,19 @@ from typing import Any
 import pandas as pd
 
 from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import read_yaml, validate_config
+from hackable_rl.config_loading import validate_config
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
 from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
-from hackable_rl.experiments.cells import Cell, cell_overrides, read_cell, study_cells, variant_method
+from hackable_rl.experiments.cells import (
+    Cell,
+    cell_overrides,
+    read_cell,
+    read_study_file,
+    study_cells,
+    variant_method,
+)
 from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
 from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
@@ -116,9 +123,7 @@ def method_overrides(study_file: Path, method: str) -> list[str]:
     The file's `method_overrides` maps a method to a list of `key=value` strings; a method it does
     not list gets none.
     """
-    if not study_file.exists():
-        raise UserError(f"{study_file}: no such study file (pass --study PATH)")
-    data = read_yaml(study_file)  # the params loader: encoding, duplicate keys and alias bombs refused
+    data = read_study_file(study_file)
     table = data.get("method_overrides", {}) if isinstance(data, dict) else None
     if not isinstance(table, dict):
         raise UserError(f"{study_file}: method_overrides must map a method to a list of key=value strings")
@@ -139,7 +144,7 @@ def study_condition(study_file: Path, method: str, cell_name: str | None) -> tup
 def payoff_specs(study_file: Path) -> list[PayoffSpec]:
     """The cells a study file trains, as payoff specs: every blind-spot cell with every trained
     method (the cell's members, then the method's overrides), or the rate grid's cells."""
-    data = read_yaml(study_file)
+    data = read_study_file(study_file)
     methods = [m for m in data.get("methods", []) if m != BASE]
     cells = study_cells(study_file)
     if not methods or not (cells or data.get("rates")):
@@ -161,7 +166,6 @@ def study_payoff(
 ) -> tuple[list[PayoffCell], dict[str, Any]]:
     """The payoff table of a study file's cells (or of the config's own cell), with honest work and
     the measured rates of every flawed checker when `honest_samples` base samples per prompt are drawn."""
-
     specs = payoff_specs(study_file) if study_file else grid_specs(*grid_of(config))
     if not honest_samples:
         return score_specs(config, specs, prompts), {}
@@ -244,7 +248,6 @@ def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[st
     """Beside condition.json, what a paired report needs without the cache: the eval's per-prompt
     results (prompts.jsonl) and, under a flaw, the exploit share per prompt (exploits.jsonl) and per
     training step (curve.csv); the shares' means go into the record (docs/studies.md)."""
-
     eval_dir = Path(record["eval_dir"])
     if (eval_dir / PROMPTS_FILE).exists():
         write_prompt_results(out_dir / PROMPTS_FILE, read_prompt_results(eval_dir / PROMPTS_FILE))
