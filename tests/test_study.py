@@ -11,6 +11,7 @@ import yaml
 from hackable_rl.config_loading import load_config
 from hackable_rl.errors import UserError
 from hackable_rl.experiments import study
+from hackable_rl.experiments.cells import noise_cells
 from hackable_rl.experiments.evaluate import EvalResult
 from hackable_rl.jsonl import write_jsonl
 
@@ -77,15 +78,19 @@ def test_smollm2_pipeline_warm_starts_on_a_task_it_can_partly_solve() -> None:
     assert outs[0] == f"cache/artifacts/runs/{cfg.run_name}"
 
 
-def test_flip_sweep_grid_has_its_controls_and_no_oracle() -> None:
+def test_j_sweep_grid_has_equal_j_pairs_a_negative_j_cell_and_its_controls() -> None:
     folder = ROOT / "pipelines" / "corruption_sweep"
-    grid = yaml.safe_load((folder / "study.yaml").read_text())
-    assert grid["methods"] == ["base", "baseline", "robust", "corrected"]
-    assert max(grid["rates"]) <= 0.5 and grid["seeds"] == [0, 1, 2] and grid["reference"]["rate"] == 0.0
-    stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
-    assert "--set corruption.rate=0.5" in stages["control_random"]["cmd"]
-    assert "objective.rewards=[format_tag_reward]" in stages["control_format"]["cmd"]
-    assert all("tracking.run_name=control-" in stages[name]["cmd"] for name in ("control_random", "control_format"))
+    study_file = folder / "study.yaml"
+    grid = yaml.safe_load(study_file.read_text())
+    assert grid["methods"] == ["base", "baseline", "corrected"] and grid["seeds"] == [0, 1, 2]
+    cells = {cell.name: cell for cell in noise_cells(study_file)}
+    assert cells["clean"].youden == 1.0 and cells[grid["random_control"]].youden == 0.0
+    assert {0.8, 0.4, 0.2, 0.0} <= {cell.youden for cell in cells.values()}
+    assert any(cell.youden < 0 for cell in cells.values())
+    for first, second in grid["equal_j"]:  # equal J, another balance of false positives and negatives
+        assert cells[first].youden == cells[second].youden and cells[first].fpr != cells[second].fpr
+    assert set(grid["baseline_cells"]) == set(grid["cells"])
+    assert set(grid["corrected_cells"]) == {name for name in grid["cells"] if cells[name].youden > 0}
     members = load_config(folder / "params.yaml").verifier.members
     assert len(members) == 3 and all(m.corrupted for m in members)
 

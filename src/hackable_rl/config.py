@@ -406,6 +406,11 @@ class VerifierConfig(Section):
         return self
 
 
+def _number(value: Any) -> str:
+    """`0.3` for a number (as `:g` writes it); anything else as it is (the channel refuses it later)."""
+    return f"{value:g}" if isinstance(value, int | float) else str(value)
+
+
 class CorruptionConfig(Section):
     channel: str = "flip"
     """Corruption channel applied to every member marked `corrupted`: none, a registered channel (flip,
@@ -414,13 +419,21 @@ class CorruptionConfig(Section):
     """The headline knob: the probability of the configured channel (sigma for `noise`)."""
     kwargs: dict[str, Any] = {}
     """The channel's own settings, checked against its signature (docs/methodology.md lists them):
-    asymmetric fp_scale/fn_scale, bias selector/fp_scale/fn_scale, confidence confidence_floor, flaw flaw."""
+    asymmetric fp_scale/fn_scale or fpr/fnr, bias selector/fp_scale/fn_scale, confidence confidence_floor,
+    flaw flaw."""
     seed: int | None = None
     """Corruption hash seed; null uses the top-level seed."""
     draw: Literal["independent", "shared"] = "independent"
     """How corrupted members draw the channel: independent (each member's own hash stream, so at rate p
     all of three fire together with probability p^3) or shared (one draw per completion for every
     member: the same input fools all of them, as a blind spot shared by verifiers built alike)."""
+
+    @property
+    def label(self) -> str:
+        """`r<rate>`, and `-fp<fpr>-fn<fnr>` when the channel is given its rates directly (two such
+        runs share their rate whenever they share J, so the rate alone would not tell them apart)."""
+        direct = {key: self.kwargs[key] for key in ("fpr", "fnr") if key in self.kwargs}
+        return f"r{self.rate:g}" + "".join(f"-{key[:2]}{_number(value)}" for key, value in direct.items())
 
 
 class CorrectionConfig(Section):
@@ -608,10 +621,10 @@ class ExperimentConfig(Section):
 
     @property
     def run_name(self) -> str:
-        """The configured run name, or one derived from method, channel, rate and seed."""
+        """The configured run name, or one derived from method, channel, rate (`corruption.label`) and seed."""
         if self.tracking.run_name:
             return self.tracking.run_name
-        return f"{self.method}-{self.corruption.channel}-r{self.corruption.rate:g}-s{self.seed}"
+        return f"{self.method}-{self.corruption.channel}-{self.corruption.label}-s{self.seed}"
 
     @property
     def condition(self) -> str:

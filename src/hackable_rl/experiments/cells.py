@@ -12,6 +12,10 @@ ever an oracle (each holds some flaw). The study file reads:
       k3: [master_key, master_key, master_key]
     reference: {cell: clean, members: [clean, clean, clean]}   # the clean reference, a cell of its own
 
+A cell may instead give its members' random noise directly, `{fpr: 0.3, fnr: 0.1}` (a `NoiseCell`:
+the J sweep): every member keeps its checker and is flipped by the asymmetric channel at those
+probabilities, so the cell's Youden's J is 1 - fpr - fnr.
+
 `cell_overrides` turns a cell into `--set` overrides (the members, with their rates), so every method
 of a cell trains against the same members. Method variants (`method_overrides.<label>` holding
 `method=<registered method>`) name a method with other settings, e.g. baseline under majority.
@@ -27,7 +31,7 @@ from typing import Any
 from hackable_rl.config_loading import parse_override, read_yaml
 from hackable_rl.errors import UserError
 
-__all__ = ["Cell", "CellRoles", "read_cell", "cell_overrides", "variant_method", "study_cells", "cell_roles", "read_study_file"]
+__all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "variant_method", "study_cells", "cell_roles", "read_study_file"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,28 @@ class Cell:
         return members
 
 
+@dataclass(frozen=True)
+class NoiseCell:
+    """One cell of the J sweep: every corrupted member pays a wrong answer with probability `fpr` and
+    denies a right one with `fnr`, on its own hash stream (random noise, not a blind spot)."""
+
+    name: str
+    fpr: float
+    fnr: float
+    exploited_flaw: None = None
+    """No flaw: random noise has no exploit (the report has no exploit share to read)."""
+
+    @property
+    def youden(self) -> float:
+        """Youden's J = TPR - FPR = 1 - fnr - fpr (rounded: 1 - 0.3 - 0.1 reads 0.6, not 0.6000000000000001)."""
+        return round(1.0 - self.fpr - self.fnr, 12)
+
+    @property
+    def rate(self) -> float:
+        """The flip rate with the same J, (fpr + fnr) / 2: `corruption.rate` (0 only for a clean cell)."""
+        return round((self.fpr + self.fnr) / 2, 12)
+
+
 def read_study_file(study_file: Path) -> Any:
     """The study file's YAML (the params loader: encoding, duplicate keys and alias bombs refused);
     a UserError when it does not exist."""
@@ -79,16 +105,34 @@ def study_cells(study_file: Path) -> list[str]:
     return list(cells)
 
 
-def read_cell(study_file: Path, name: str) -> Cell:
+def read_cell(study_file: Path, name: str) -> Cell | NoiseCell:
     """The cell `name` of the study file; a UserError naming the file and key when it is malformed."""
     data = _study(study_file)
     cells = dict(data.get("cells") or {}) | _reference_cell(data)
     if name not in cells:
         raise UserError(f"{study_file}: --cell {name!r}: no such cell (cells: {', '.join(cells) or 'none'})")
     checkers = cells[name]
+    if isinstance(checkers, dict):
+        return _noise_cell(study_file, name, checkers)
     if not isinstance(checkers, list) or not checkers or not all(isinstance(c, str) for c in checkers):
-        raise UserError(f"{study_file}: cells.{name} must be a non-empty list of checker names")
+        raise UserError(f"{study_file}: cells.{name} must be a non-empty list of checker names "
+                        "or the members' noise, {fpr: 0.3, fnr: 0.1}")
     return Cell(name, tuple(checkers), data.get("exploited_flaw"), _rates(study_file, data.get("flaw_rates") or {}))
+
+
+def _noise_cell(study_file: Path, name: str, rates: dict[str, Any]) -> NoiseCell:
+    values = {key: rates.get(key) for key in ("fpr", "fnr")}
+    if set(rates) != {"fpr", "fnr"} or not all(isinstance(v, int | float) and 0 <= v <= 1 for v in values.values()):
+        raise UserError(f"{study_file}: cells.{name} must be {{fpr: P, fnr: P}} with each P in [0, 1], got {rates}")
+    return NoiseCell(name, float(values["fpr"]), float(values["fnr"]))
+
+
+def noise_cells(study_file: Path) -> list[NoiseCell]:
+    """The J sweep's cells (noise cells), the reference first when it is one; empty in a blind-spot study."""
+    data = _study(study_file)
+    names = [*_reference_cell(data), *(data.get("cells") or {})]
+    cells = [read_cell(study_file, name) for name in names]
+    return [cell for cell in cells if isinstance(cell, NoiseCell)]
 
 
 @dataclass(frozen=True)
@@ -113,9 +157,14 @@ def cell_roles(study_file: Path) -> CellRoles:
 
 
 def _reference_cell(data: dict[str, Any]) -> dict[str, Any]:
-    """The clean reference as a cell (`reference: {cell: clean, members: [clean, ...]}`), if declared."""
+    """The clean reference as a cell (`reference: {cell: clean, members: [clean, ...]}`, or in a J sweep
+    `{cell: clean, fpr: 0, fnr: 0}`), if declared."""
     reference = data.get("reference") or {}
-    return {reference["cell"]: reference.get("members")} if isinstance(reference, dict) and "cell" in reference else {}
+    if not isinstance(reference, dict) or "cell" not in reference:
+        return {}
+    if "members" in reference:
+        return {reference["cell"]: reference["members"]}
+    return {reference["cell"]: {key: value for key, value in reference.items() if key != "cell"}}
 
 
 def _rates(study_file: Path, table: Any) -> dict[str, tuple[float, float]]:
@@ -129,8 +178,13 @@ def _rates(study_file: Path, table: Any) -> dict[str, tuple[float, float]]:
     return rates
 
 
-def cell_overrides(cell: Cell) -> list[str]:
-    """`--set` overrides that give every member its cell's checker: no channel, the flaws are the checkers."""
+def cell_overrides(cell: Cell | NoiseCell) -> list[str]:
+    """`--set` overrides that give every member its cell's checker (no channel: the flaws are the
+    checkers), or, for a noise cell, the asymmetric channel at the cell's fpr and fnr (the members as
+    the params file declares them)."""
+    if isinstance(cell, NoiseCell):
+        return ["corruption.channel=asymmetric", f"corruption.rate={cell.rate!r}",
+                f"corruption.kwargs={json.dumps({'fpr': cell.fpr, 'fnr': cell.fnr})}"]
     return [f"verifier.members={json.dumps(cell.members())}", "corruption.channel=none", "corruption.rate=0"]
 
 

@@ -31,6 +31,7 @@ from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
 from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
 from hackable_rl.experiments.cells import (
     Cell,
+    NoiseCell,
     cell_overrides,
     read_cell,
     read_study_file,
@@ -89,7 +90,9 @@ def study_methods() -> tuple[str, ...]:
     return (BASE, *METHODS.names())
 
 
-def condition_of(config: ExperimentConfig, method: str, cell: Cell | None = None, variant: bool = False) -> Condition:
+def condition_of(
+    config: ExperimentConfig, method: str, cell: Cell | NoiseCell | None = None, variant: bool = False
+) -> Condition:
     """The condition `method` names under `config`; a method variant (`variant`: a study label whose
     overrides set `method`) trains `config.method` under its own label."""
     if not variant and method != BASE and ":" not in method and method not in study_methods():
@@ -133,7 +136,9 @@ def method_overrides(study_file: Path, method: str) -> list[str]:
     return overrides
 
 
-def study_condition(study_file: Path, method: str, cell_name: str | None) -> tuple[list[str], Cell | None, bool]:
+def study_condition(
+    study_file: Path, method: str, cell_name: str | None
+) -> tuple[list[str], Cell | NoiseCell | None, bool]:
     """What a study file gives one condition: its `--set` overrides (the cell's members first, then
     the method's own), the cell, and whether `method` is a variant (its overrides set `method`)."""
     overrides = method_overrides(study_file, method)
@@ -177,14 +182,15 @@ def study_payoff(
 
 def study_checkers(study_file: Path) -> list[str]:
     """Every flawed checker the study's cells hold (the payoff stage measures each one's rates)."""
-    return [c for name in study_cells(study_file) for c in read_cell(study_file, name).checkers if c != "clean"]
+    cells = [read_cell(study_file, name) for name in study_cells(study_file)]
+    return [c for cell in cells if isinstance(cell, Cell) for c in cell.checkers if c != "clean"]
 
 
 # --------------------------------------------------------------------------- one condition
 
 
 def run_condition(
-    config: ExperimentConfig, method: str, out_dir: Path, cell: Cell | None = None, variant: bool = False
+    config: ExperimentConfig, method: str, out_dir: Path, cell: Cell | NoiseCell | None = None, variant: bool = False
 ) -> dict[str, Any]:
     """Runs one condition end to end and writes `<out_dir>/condition.json`; returns what it wrote.
 

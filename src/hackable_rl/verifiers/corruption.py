@@ -329,10 +329,31 @@ def flip(rate: float, options: CheckerOptions) -> Flip:
 
 @register_channel("asymmetric")
 def asymmetric(
-    rate: float, options: CheckerOptions, fp_scale: NonNegativeFloat = 1.0, fn_scale: NonNegativeFloat = 1.0
+    rate: float,
+    options: CheckerOptions,
+    fp_scale: NonNegativeFloat = 1.0,
+    fn_scale: NonNegativeFloat = 1.0,
+    fpr: Probability | None = None,
+    fnr: Probability | None = None,
 ) -> Asymmetric:
-    """p_fp = min(1, rate * fp_scale), p_fn = min(1, rate * fn_scale)."""
-    return Asymmetric(_scaled(rate, fp_scale), _scaled(rate, fn_scale))
+    """p_fp = min(1, rate * fp_scale), p_fn = min(1, rate * fn_scale); or, given `fpr` and `fnr`, those
+    probabilities directly (the J sweep: Youden's J = 1 - fpr - fnr)."""
+    if fpr is None and fnr is None:
+        return Asymmetric(_scaled(rate, fp_scale), _scaled(rate, fn_scale))
+    return Asymmetric(*direct_rates(rate, fpr, fnr, fp_scale, fn_scale))
+
+
+def direct_rates(rate: float, fpr: float | None, fnr: float | None, fp_scale: float, fn_scale: float) -> tuple[float, float]:
+    """(fpr, fnr) as given, once checked against the other settings. `rate` must be their mean, the flip
+    rate with the same J, so a run's rate still names how noisy it is and rate 0 still means clean."""
+    if fpr is None or fnr is None:
+        raise UserError("corruption.kwargs: fpr and fnr go together (give both, e.g. fpr: 0.3, fnr: 0.1)")
+    if (fp_scale, fn_scale) != (1.0, 1.0):
+        raise UserError("corruption.kwargs: fpr/fnr give the rates directly; drop fp_scale and fn_scale")
+    if abs(rate - (fpr + fnr) / 2) > 1e-9:
+        raise UserError(f"corruption.rate: {rate:g} with fpr {fpr:g} and fnr {fnr:g}; it must be their mean, "
+                        f"{(fpr + fnr) / 2:g} (the flip rate with the same Youden's J)")
+    return fpr, fnr
 
 
 @register_channel("missing")
