@@ -538,8 +538,8 @@ class ReportConfig(Section):
     title: str = "hackable-rl corruption study"
     """Heading of report.md."""
     outcomes: str | None = None
-    """Where a blind-spot study's report writes its declared outcomes (outcomes.json), relative to
-    the project; null: not written."""
+    """Where a cell study's report (the blind spots, the J sweep) writes its declared outcomes
+    (outcomes.json), relative to the project; null: not written."""
 
 
 class AlarmConfig(Section):

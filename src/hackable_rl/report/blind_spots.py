@@ -17,58 +17,34 @@ once, as the exploit share, and labelled.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from hackable_rl.evaluation.paired import BOOTSTRAP_REPLICATES, PROMPTS_FILE, percentile_ci
+from hackable_rl.evaluation.paired import BOOTSTRAP_REPLICATES, percentile_ci
 from hackable_rl.experiments.cells import CellRoles, cell_roles
 from hackable_rl.experiments.study import CONDITION_FILE, read_condition, write_summary
-from hackable_rl.jsonl import read_json, write_json
+from hackable_rl.jsonl import read_json
 from hackable_rl.report.conditions import STUDY_FILE, study_table
+from hackable_rl.report.declared import (
+    CellKey,
+    Outcome,
+    load_cell_conditions,
+    outcomes_table,
+    paired_outcome,
+    write_outcomes,
+)
+from hackable_rl.report.declared import fmt as _fmt
 from hackable_rl.report.onset import ONSET_FILE
-from hackable_rl.report.outcomes import Paired, curves_of, paired, per_prompt, policy_value
+from hackable_rl.report.outcomes import Paired, curves_of, per_prompt
 
 __all__ = ["Outcome", "load_cell_conditions", "is_blind_spot_study", "blind_spot_outcomes", "restated_cells",
            "gap_growth", "write_outcomes", "outcomes_markdown"]
 
-CellKey = tuple[str, str]
-"""(cell, method) of a condition."""
 BASE, BASELINE = "base", "baseline"
 MITIGATIONS = ("baseline_majority", "robust", "corrected")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One declared outcome: A - B on `metric` in `cell`, its paired 95% CI, its target and whether
-    it is met (None where undefined: a missing condition, no shared prompt)."""
-
-    name: str
-    cell: str
-    a: str
-    b: str
-    metric: str
-    mean_a: float | None
-    mean_b: float | None
-    diff: float | None
-    ci_low: float | None
-    ci_high: float | None
-    target: str
-    met: bool | None
-
-
-def load_cell_conditions(study_dir: Path) -> dict[CellKey, dict[int, Path]]:
-    """Each (cell, method)'s ok condition folders by seed (those with a prompts.jsonl)."""
-    cells: dict[CellKey, dict[int, Path]] = {}
-    for path in sorted(Path(study_dir).rglob(CONDITION_FILE)):
-        data = read_condition(path)
-        condition = data["condition"]
-        if condition.get("cell") is None or data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
-            continue
-        cells.setdefault((condition["cell"], condition["method"]), {})[int(condition["seed"])] = path.parent
-    return cells
 
 
 def is_blind_spot_study(study_dir: Path) -> bool:
@@ -76,14 +52,7 @@ def is_blind_spot_study(study_dir: Path) -> bool:
 
 
 def _paired_outcome(name, cell, a_label, b_label, a, b, metric, target, met_rule) -> Outcome:
-    """A paired outcome; `met_rule(mean_a, mean_b, paired)` decides `met` when everything is defined."""
-    result = paired(a, b, metric) if a and b else None
-    mean_a = policy_value(a, metric) if a else None
-    mean_b = policy_value(b, metric) if b else None
-    if result is None or mean_a is None or mean_b is None:
-        return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, None, None, None, target, None)
-    return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, result.diff, result.ci_low, result.ci_high,
-                   target, bool(met_rule(mean_a, mean_b, result)))
+    return paired_outcome(name, cell, a_label, b_label, a, b, metric, target, met_rule)[0]
 
 
 def _base(cells) -> dict[int, Path]:
@@ -173,29 +142,9 @@ def restated_cells(cells: Mapping[CellKey, dict[int, Path]]) -> list[CellKey]:
     return sorted(restated)
 
 
-def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
-    return write_json(path, [asdict(outcome) for outcome in outcomes])
-
-
-def _fmt(value: float | None, signed: bool = False) -> str:
-    if value is None:
-        return "-"
-    return f"{value:+.3f}" if signed else f"{value:.3f}"
-
-
-def _verdict(outcome: Outcome) -> str:
-    return {True: "met", False: "not met", None: "undefined"}[outcome.met]
-
-
 def outcomes_markdown(outcomes: list[Outcome], restated: list[CellKey]) -> list[str]:
     """The outcomes as one table (each outcome once) and the restatement note."""
-    lines = ["## Declared outcomes (paired by prompt and seed, 95% CI)", "",
-             "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for o in outcomes:
-        ci = "-" if o.diff is None else f"{o.diff:+.3f} [{o.ci_low:+.3f}, {o.ci_high:+.3f}]"
-        lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {_fmt(o.mean_a)} | {_fmt(o.mean_b)} | "
-                     f"{ci} | {o.target} | {_verdict(o)} |")
+    lines = outcomes_table(outcomes)
     if restated:
         names = ", ".join(f"{method}@{cell}" for cell, method in restated)
         lines += ["", f"The hacking gap equals the exploit share on every prompt and seed in {names}: there it "

@@ -9,6 +9,7 @@ from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin
 from hackable_rl.report.headline import write_headline
 from hackable_rl.report.single import SingleInputs, build_single_report
 from hackable_rl.report.study import build_study_report
+from hackable_rl.report.youden import build_j_sweep_report, is_j_sweep
 
 __all__ = ["build_report"]
 
@@ -18,9 +19,13 @@ def build_report(config, out_dir: Path, study: Path | None, metrics_dir: Path, h
     report from `metrics_dir` (and, with `headline`, headline.json); returns the lines to print. A
     study's equivalence margin is its study file's, beside the results folder (`study.yaml`)."""
     if study is not None:
-        margin = equivalence_margin(Path(study).resolve().parent / STUDY_FILE)
+        study_file = Path(study).resolve().parent / STUDY_FILE
+        margin = equivalence_margin(study_file)
+        outcomes = Path(config.report.outcomes) if config.report.outcomes else None
+        if is_j_sweep(study_file):
+            built = build_j_sweep_report(study, out_dir, config.report.title, outcomes)
+            return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
         if is_blind_spot_study(study):
-            outcomes = Path(config.report.outcomes) if config.report.outcomes else None
             built = build_blind_spot_report(study, out_dir, config.report.title, outcomes)
             return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
         built = build_study_report(study, out_dir, config.report.title, margin)

@@ -171,3 +171,31 @@ def policy_panels(sampled: dict[str, Any], greedy: dict[str, Any], labels: dict[
     panels[0].set_ylim(0, 1)
     figure.suptitle(title, fontsize="medium")
     return _save(figure, path)
+
+
+def gain_vs_j_plot(gains: list[tuple[Any, str, Any]], equal_j: tuple[tuple[str, str], ...], path: Path) -> Path:
+    """Learning gain (pass@1 over base) against Youden's J, per method, with paired 95% CI whiskers
+    (not seed sd: each point is paired with base by prompt and seed). The line joins the symmetric
+    cells; the asymmetric ones stand beside them at their J: ^ more false positives, v more false
+    negatives (nudged left and right so that the equal-J cells do not hide each other)."""
+    marked = {name for pair in equal_j for name in pair}
+    figure, axes = plt.subplots(figsize=(6.5, 4.5))
+    for offset, method in zip((-0.008, 0.008), ("baseline", "corrected"), strict=True):
+        points = sorted(((cell, result) for cell, m, result in gains if m == method and result is not None),
+                        key=lambda point: point[0].youden)
+        if not points:
+            continue
+        symmetric = [(c, r) for c, r in points if c.fpr == c.fnr]
+        colour = axes.plot([c.youden + offset for c, _ in symmetric], [r.diff for _, r in symmetric], label=method)[0].get_color()
+        for cell, result in points:
+            balance = (cell.fpr > cell.fnr) - (cell.fpr < cell.fnr)
+            marker = {0: "o", 1: "^", -1: "v"}[balance]
+            axes.errorbar(cell.youden + offset - 0.03 * balance, result.diff,
+                          yerr=[[result.diff - result.ci_low], [result.ci_high - result.diff]], marker=marker,
+                          markersize=8 if cell.name in marked else 5, capsize=3, color=colour, linestyle="none")
+    axes.axhline(0.0, color="grey", linewidth=0.8)
+    axes.set_xlabel("Youden's J = 1 - FPR - FNR of each member")
+    axes.set_ylabel("test pass@1 gain over base (paired 95% CI)")
+    axes.set_title("o symmetric, ^ more false positives, v more false negatives (large: an equal-J pair)", fontsize="small")
+    axes.legend(fontsize="small")
+    return _save(figure, path)

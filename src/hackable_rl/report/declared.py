@@ -1,0 +1,96 @@
+"""A study's declared outcomes: each one once, A - B paired by prompt and seed, with its target and
+whether it is met, as `metrics/outcomes.json` entries and one markdown table.
+
+Both cell studies (the blind spots, the J sweep) write this schema: `name`, `cell`, `a`, `b`,
+`metric`, `mean_a`, `mean_b`, `diff`, `ci_low`, `ci_high`, `target`, `met` (null where undefined:
+a missing condition, no shared prompt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hackable_rl.evaluation.paired import PROMPTS_FILE
+from hackable_rl.experiments.study import CONDITION_FILE, read_condition
+from hackable_rl.jsonl import write_json
+from hackable_rl.report.outcomes import Paired, paired, policy_value
+
+__all__ = ["CellKey", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
+
+CellKey = tuple[str, str]
+"""(cell, method) of a condition."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One declared outcome: A - B on `metric` in `cell`, its paired 95% CI, its target and whether
+    it is met (None where undefined: a missing condition, no shared prompt)."""
+
+    name: str
+    cell: str
+    a: str
+    b: str
+    metric: str
+    mean_a: float | None
+    mean_b: float | None
+    diff: float | None
+    ci_low: float | None
+    ci_high: float | None
+    target: str
+    met: bool | None
+
+
+def load_cell_conditions(study_dir: Path) -> dict[CellKey, dict[int, Path]]:
+    """Each (cell, method)'s ok condition folders by seed (those with a prompts.jsonl)."""
+    cells: dict[CellKey, dict[int, Path]] = {}
+    for path in sorted(Path(study_dir).rglob(CONDITION_FILE)):
+        data = read_condition(path)
+        condition = data["condition"]
+        if condition.get("cell") is None or data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
+            continue
+        cells.setdefault((condition["cell"], condition["method"]), {})[int(condition["seed"])] = path.parent
+    return cells
+
+
+MetRule = Callable[[float, float, Paired], bool]
+
+
+def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[int, Path], b: Mapping[int, Path],
+                   metric: str, target: str, met_rule: MetRule, margin: float | None = None) -> tuple[Outcome, Paired | None]:
+    """The outcome and its paired comparison (with the equivalence test when a `margin` is given);
+    `met_rule(mean_a, mean_b, paired)` decides `met` when everything is defined."""
+    result = paired(a, b, metric, margin) if a and b else None
+    mean_a = policy_value(a, metric) if a else None
+    mean_b = policy_value(b, metric) if b else None
+    if result is None or mean_a is None or mean_b is None:
+        return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, None, None, None, target, None), None
+    return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, result.diff, result.ci_low, result.ci_high,
+                   target, bool(met_rule(mean_a, mean_b, result))), result
+
+
+def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
+    return write_json(path, [asdict(outcome) for outcome in outcomes])
+
+
+def fmt(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.3f}" if signed else f"{value:.3f}"
+
+
+def _verdict(outcome: Outcome) -> str:
+    return {True: "met", False: "not met", None: "undefined"}[outcome.met]
+
+
+def outcomes_table(outcomes: list[Outcome]) -> list[str]:
+    """The outcomes as one markdown table, each outcome once."""
+    lines = ["## Declared outcomes (paired by prompt and seed, 95% CI)", "",
+             "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for o in outcomes:
+        ci = "-" if o.diff is None else f"{o.diff:+.3f} [{o.ci_low:+.3f}, {o.ci_high:+.3f}]"
+        lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
+                     f"{ci} | {o.target} | {_verdict(o)} |")
+    return lines

@@ -1,0 +1,255 @@
+"""The J sweep's report: the learning gain against Youden's J, the equal-J pairs tested against each
+other, and each declared prediction's verdict (supported, refuted, not distinguishable).
+
+A J sweep's study file declares noise cells (`experiments.cells.NoiseCell`: each member pays a wrong
+answer with probability fpr and denies a right one with fnr, so J = 1 - fpr - fnr), the clean
+reference as a cell of its own, the random-reward control's cell and the equal-J pairs. A cell's
+learning gain is baseline's test pass@1 there minus base's, paired by prompt and seed; two cells
+are compared by their pass@1 difference, paired the same way (base cancels). Every outcome is
+written once to `metrics/outcomes.json` (`report.declared`).
+
+The hacking gap is not reported: under random noise it is fpr - (fpr + fnr) * accuracy whatever the
+policy learnt, a restatement of pass@1 (docs/metrics.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hackable_rl.errors import UserError
+from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
+from hackable_rl.experiments.study import write_summary
+from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, study_table
+from hackable_rl.report.declared import (
+    CellKey,
+    Outcome,
+    fmt,
+    load_cell_conditions,
+    outcomes_table,
+    paired_outcome,
+    write_outcomes,
+)
+from hackable_rl.report.outcomes import Paired, paired
+
+__all__ = ["SweepDesign", "is_j_sweep", "read_design", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
+
+BASE, BASELINE, CORRECTED = "base", "baseline", "corrected"
+PASS = "pass_at_1"
+SUPPORTED, REFUTED, UNDECIDED = "supported", "refuted", "not distinguishable"
+
+
+@dataclass(frozen=True)
+class SweepDesign:
+    """What the study file declares: its cells (the reference first), which is which, and the margin."""
+
+    cells: dict[str, NoiseCell]
+    reference: str
+    random_control: str | None
+    equal_j: tuple[tuple[str, str], ...]
+    margin: float | None
+
+
+def is_j_sweep(study_file: Path) -> bool:
+    """Whether the study file declares noise cells (`{fpr, fnr}`) rather than blind spots or rates."""
+    return study_file.exists() and bool(noise_cells(study_file))
+
+
+def read_design(study_file: Path) -> SweepDesign:
+    data = read_study_file(study_file)
+    cells = {cell.name: cell for cell in noise_cells(study_file)}
+    reference = (data.get("reference") or {}).get("cell")
+    if reference not in cells:
+        raise UserError(f"{study_file}: a J sweep needs `reference: {{cell: clean, fpr: 0, fnr: 0}}`")
+    pairs = []
+    for index, pair in enumerate(data.get("equal_j") or []):
+        if not (isinstance(pair, list) and len(pair) == 2 and all(name in cells for name in pair)):
+            raise UserError(f"{study_file}: equal_j[{index}] must name two of its cells, got {pair!r}")
+        first, second = (cells[name] for name in pair)
+        if first.youden != second.youden:
+            raise UserError(f"{study_file}: equal_j[{index}]: {first.name} has J {first.youden:g}, "
+                            f"{second.name} {second.youden:g}; an equal-J pair needs one J")
+        pairs.append((first.name, second.name))
+    control = data.get("random_control")
+    if control is not None and control not in cells:
+        raise UserError(f"{study_file}: random_control {control!r} is not one of its cells")
+    return SweepDesign(cells, reference, control, tuple(pairs), equivalence_margin(study_file))
+
+
+# --------------------------------------------------------------------------- outcomes
+
+
+def _gain_target(cell: NoiseCell, margin: float | None) -> tuple[str, Any]:
+    """What each J predicts for the gain over base (study.yaml, outcome 3)."""
+    if cell.youden > 0:
+        return "gain above 0 (ci_low > 0)", lambda a, b, p: p.ci_low > 0
+    if cell.youden == 0:
+        bound = margin or 0.0
+        return f"no gain (ci_high <= {bound:g})", lambda a, b, p: p.ci_high <= bound
+    return "below base (ci_high < 0)", lambda a, b, p: p.ci_high < 0
+
+
+def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign) -> tuple[list[Outcome], dict[str, Paired | None]]:
+    """Every declared outcome once, in the study file's order, and the pair comparisons by pair name."""
+    base = cells.get((design.reference, BASE), {})
+    outcomes: list[Outcome] = []
+    pairs: dict[str, Paired | None] = {}
+    margin = design.margin
+    for first, second in design.equal_j:
+        label = f"{first} vs {second}"
+        target = f"equivalent within ±{margin:g} (90% CI inside)" if margin else "equivalent (no margin declared)"
+        outcome, result = paired_outcome(
+            "equal_j_equal_gain", label, f"{BASELINE}@{first}", f"{BASELINE}@{second}", cells.get((first, BASELINE), {}),
+            cells.get((second, BASELINE), {}), PASS, target,
+            lambda a, b, p: p.equivalence is not None and p.equivalence.verdict == "equivalent", margin)
+        outcomes.append(outcome)
+        pairs[label] = result
+    fp_heavy, fn_heavy = _balance_pair(design)
+    if fp_heavy and fn_heavy:
+        outcomes.append(paired_outcome(
+            "precision_matters_more", f"{fp_heavy} vs {fn_heavy}", f"{BASELINE}@{fp_heavy}", f"{BASELINE}@{fn_heavy}",
+            cells.get((fp_heavy, BASELINE), {}), cells.get((fn_heavy, BASELINE), {}), PASS,
+            "false positives hurt more: ci_high < 0", lambda a, b, p: p.ci_high < 0, margin)[0])
+    for name, cell in design.cells.items():
+        target, rule = _gain_target(cell, margin)
+        outcomes.append(paired_outcome("learning_gain", name, BASELINE, BASE, cells.get((name, BASELINE), {}), base,
+                                       PASS, target, rule)[0])
+    for name in design.cells:
+        if (name, CORRECTED) in cells:
+            outcomes.append(paired_outcome("corrected_vs_baseline", name, CORRECTED, BASELINE, cells[(name, CORRECTED)],
+                                           cells.get((name, BASELINE), {}), PASS, "above baseline (ci_low > 0)",
+                                           lambda a, b, p: p.ci_low > 0)[0])
+    return outcomes, pairs
+
+
+def _balance_pair(design: SweepDesign) -> tuple[str | None, str | None]:
+    """The first equal-J pair of asymmetric cells, ordered (more false positives, more false negatives)."""
+    for first, second in design.equal_j:
+        a, b = design.cells[first], design.cells[second]
+        if a.fpr != a.fnr and b.fpr != b.fnr:
+            return (first, second) if a.fpr > b.fpr else (second, first)
+    return None, None
+
+
+def _pair_verdict(result: Paired | None) -> str:
+    """equivalent (inside the margin), different (95% CI excludes 0), or not distinguishable."""
+    if result is None:
+        return "undefined"
+    if result.equivalence is not None and result.equivalence.verdict == "equivalent":
+        return "equivalent"
+    return "different" if result.ci_low > 0 or result.ci_high < 0 else UNDECIDED
+
+
+def prediction_verdicts(outcomes: list[Outcome], pairs: Mapping[str, Paired | None]) -> dict[str, tuple[str, str]]:
+    """Each prediction's verdict and the one line that says why (study.yaml's rules)."""
+    verdicts: dict[str, tuple[str, str]] = {}
+    by_pair = {label: _pair_verdict(result) for label, result in pairs.items()}
+    if by_pair:
+        why = "; ".join(f"{label}: {verdict}" for label, verdict in by_pair.items())
+        if "undefined" in by_pair.values():
+            verdicts["equal_j_equal_gain"] = ("undefined", why)
+        elif "different" in by_pair.values():
+            verdicts["equal_j_equal_gain"] = (REFUTED, why)
+        elif all(v == "equivalent" for v in by_pair.values()):
+            verdicts["equal_j_equal_gain"] = (SUPPORTED, why)
+        else:
+            verdicts["equal_j_equal_gain"] = (UNDECIDED, why)
+    precision = next((o for o in outcomes if o.name == "precision_matters_more"), None)
+    if precision is not None:
+        result = pairs.get(precision.cell)
+        if precision.diff is None:
+            verdicts["precision_matters_more"] = ("undefined", "a cell of the pair is missing")
+        elif precision.ci_high < 0:
+            verdicts["precision_matters_more"] = (SUPPORTED, f"{precision.diff:+.3f} [{precision.ci_low:+.3f}, "
+                                                             f"{precision.ci_high:+.3f}] lies below 0")
+        elif precision.ci_low > 0 or _pair_verdict(result) == "equivalent":
+            verdicts["precision_matters_more"] = (REFUTED, f"{precision.diff:+.3f} [{precision.ci_low:+.3f}, "
+                                                           f"{precision.ci_high:+.3f}]: {_pair_verdict(result)}")
+        else:
+            verdicts["precision_matters_more"] = (UNDECIDED, f"{precision.diff:+.3f} [{precision.ci_low:+.3f}, "
+                                                             f"{precision.ci_high:+.3f}] covers 0, not inside the margin")
+    return verdicts
+
+
+# --------------------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class JSweepReport:
+    report: Path
+    summary_csv: Path
+    summary_json: Path
+    outcomes: Path | None
+    conditions: int
+    failed: int
+
+
+def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> JSweepReport:
+    """summary.csv/json, gain_vs_j.png, report.md and (given a path) outcomes.json."""
+    from hackable_rl.report.plots import gain_vs_j_plot
+
+    design = read_design(Path(study_dir).resolve().parent / STUDY_FILE)
+    table = study_table(study_dir)
+    summary_csv, summary_json = write_summary(table, out_dir)
+    cells = load_cell_conditions(study_dir)
+    outcomes, pairs = sweep_outcomes(cells, design)
+    written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
+    gains = _gains(cells, design)
+    plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
+    lines = [f"# {title}", "", *_overview(table, design, gains), "",
+             *_prediction_lines(prediction_verdicts(outcomes, pairs), pairs), "",
+             *outcomes_table(outcomes), "",
+             "The hacking gap is not reported: under random noise its expectation is fpr - (fpr + fnr) x accuracy "
+             "whatever the policy learnt, so it restates pass@1.", "",
+             f"![learning gain against Youden's J, paired 95% CIs]({plot.name})", ""]
+    report = out_dir / "report.md"
+    report.write_text("\n".join(lines), encoding="utf-8")
+    failed = int((table["status"] != "ok").sum())
+    return JSweepReport(report, summary_csv, summary_json, written, len(table), failed)
+
+
+Gain = tuple[NoiseCell, str, Paired | None]
+"""(cell, method, its pass@1 gain over base, paired)."""
+
+
+def _gains(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign) -> list[Gain]:
+    base = cells.get((design.reference, BASE), {})
+    gains = []
+    for name, cell in design.cells.items():
+        for method in (BASELINE, CORRECTED):
+            if (name, method) in cells and base:
+                gains.append((cell, method, paired(cells[(name, method)], base, PASS)))
+    return gains
+
+
+def _overview(table, design: SweepDesign, gains: list[Gain]) -> list[str]:
+    ok = table[table["status"] == "ok"]
+    base = ok[ok["method"] == BASE]["pass_at_1"]
+    lines = [f"{len(table)} conditions, {len(table) - len(ok)} failed. Test split, pass@1 judged by the independent "
+             f"judge; base (the warm-started policy, no RL): {fmt(base.mean() if len(base) else None)} over "
+             f"{len(base)} seeds. Gain: pass@1 minus base's, paired by prompt and seed (95% CI).", "",
+             "| cell | fpr | fnr | J | method | seeds | pass@1 | gain over base [95% CI] |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for cell, method, result in sorted(gains, key=lambda g: (-g[0].youden, g[0].fnr, g[1])):
+        rows = ok[(ok["cell"] == cell.name) & (ok["method"] == method)]
+        role = " (clean reference)" if cell.name == design.reference else (
+            " (random-reward control)" if cell.name == design.random_control else "")
+        gain = "-" if result is None else result.describe()
+        lines.append(f"| {cell.name}{role} | {cell.fpr:g} | {cell.fnr:g} | {cell.youden:g} | {method} | {len(rows)} | "
+                     f"{fmt(rows['pass_at_1'].mean() if len(rows) else None)} | {gain} |")
+    failed = table[table["status"] != "ok"]
+    lines += [f"- failed: {row['name']}: {row['error']}" for _, row in failed.iterrows()]
+    return lines
+
+
+def _prediction_lines(verdicts: dict[str, tuple[str, str]], pairs: Mapping[str, Paired | None]) -> list[str]:
+    lines = ["## Predictions (declared in study.yaml before any cell ran)", "",
+             "| equal-J pair (baseline, pass@1 A - B) | 95% CI; equivalence test |", "| --- | --- |"]
+    lines += [f"| {label} | {'-' if result is None else result.describe()} |" for label, result in pairs.items()]
+    names = {"equal_j_equal_gain": "Equal J gives equal gain (Rate or Fate)",
+             "precision_matters_more": "False positives hurt more than false negatives at equal J (precision matters more)"}
+    lines.append("")
+    lines += [f"- **{names.get(name, name)}: {verdict}.** {why}." for name, (verdict, why) in verdicts.items()]
+    return lines

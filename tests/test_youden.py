@@ -1,0 +1,134 @@
+"""The J sweep: the asymmetric channel given its false-positive and false-negative rates directly, noise
+cells in a study file, and the report's outcomes and verdicts for the two predictions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+from hackable_rl.config_loading import load_config
+from hackable_rl.errors import UserError
+from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+from hackable_rl.experiments.cells import NoiseCell, cell_overrides, noise_cells, read_cell
+from hackable_rl.report.build import build_report
+from hackable_rl.report.declared import load_cell_conditions
+from hackable_rl.report.youden import read_design, sweep_outcomes
+from hackable_rl.verifiers.checkers import CheckerOptions
+from hackable_rl.verifiers.corruption import Asymmetric, build_channel
+from hackable_rl.verifiers.training_verifier import TrainingVerifier
+from hackable_rl.verifiers.types import Example
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = ROOT / "pipelines" / "corruption_sweep"
+RIGHT, WRONG = "<think>7+5=12</think> \\boxed{12}", "<think>7+5=12</think> \\boxed{11}"
+
+
+def _channel(rate: float, **kwargs):
+    return build_channel(SimpleNamespace(channel="asymmetric", rate=rate, kwargs=kwargs), CheckerOptions())
+
+
+def test_the_asymmetric_channel_takes_its_rates_directly_with_rate_their_mean() -> None:
+    assert _channel(0.2, fpr=0.3, fnr=0.1) == Asymmetric(0.3, 0.1)
+    assert _channel(0.4, fn_scale=0.5) == Asymmetric(0.4, 0.2)  # the scaled form is unchanged
+    with pytest.raises(UserError, match=r"corruption.rate: 0.4 with fpr 0.3 and fnr 0.1; it must be their mean, 0.2"):
+        _channel(0.4, fpr=0.3, fnr=0.1)
+    with pytest.raises(UserError, match="fpr and fnr go together"):
+        _channel(0.2, fpr=0.3)
+    with pytest.raises(UserError, match="drop fp_scale and fn_scale"):
+        _channel(0.2, fpr=0.3, fnr=0.1, fp_scale=2.0)
+    with pytest.raises(UserError, match=r"corruption.kwargs.fnr: 1.5 is not in \[0, 1\]"):
+        _channel(0.2, fpr=0.3, fnr=1.5)
+
+
+def test_equal_j_cells_train_under_their_own_rates_and_run_names() -> None:
+    fp, fn = (read_cell(SWEEP / "study.yaml", name) for name in ("fp0.3-fn0.1", "fp0.1-fn0.3"))
+    assert (fp.youden, fn.youden, fp.rate, fn.rate) == (0.6, 0.6, 0.2, 0.2)
+    configs = [load_config(SWEEP / "params.yaml", cell_overrides(cell)) for cell in (fp, fn)]
+    assert configs[0].run_name != configs[1].run_name  # the rate alone (0.2 for both) would not tell them apart
+    assert configs[0].run_name == "baseline-asymmetric-r0.2-fp0.3-fn0.1-s0"
+    examples = [Example(f"p{i}", "12") for i in range(4000)]
+    verifier = TrainingVerifier(configs[0])
+    paid_right = np.mean(verifier.verify([RIGHT] * len(examples), examples).aggregate)
+    paid_wrong = np.mean(verifier.verify([WRONG] * len(examples), examples).aggregate)
+    assert paid_right == pytest.approx(0.9, abs=0.02) and paid_wrong == pytest.approx(0.3, abs=0.02)
+    reference = read_cell(SWEEP / "study.yaml", "clean")
+    assert isinstance(reference, NoiseCell) and load_config(SWEEP / "params.yaml", cell_overrides(reference)).condition == "clean"
+
+
+def _study(root: Path, equal_j: list[list[str]]) -> Path:
+    cells = {"fp0.3-fn0.1": {"fpr": 0.3, "fnr": 0.1}, "fp0.1-fn0.3": {"fpr": 0.1, "fnr": 0.3},
+             "fp0.2-fn0.2": {"fpr": 0.2, "fnr": 0.2}, "fp0.6-fn0.6": {"fpr": 0.6, "fnr": 0.6}}
+    study = {"cells": cells, "reference": {"cell": "clean", "fpr": 0.0, "fnr": 0.0}, "equal_j": equal_j,
+             "equivalence_margin": 0.02}
+    (root / "study.yaml").write_text(yaml.safe_dump(study))
+    return root / "results"
+
+
+def _condition(results: Path, cell: str, method: str, seed: int, correct: np.ndarray) -> None:
+    folder = results / cell / f"{method}-s{seed}"
+    folder.mkdir(parents=True)
+    name = f"{method}-{cell}-s{seed}"
+    record = {"condition": {"method": method, "rate": 0.2, "seed": seed, "channel": "asymmetric", "flaw": None,
+                            "cell": cell, "name": name}, "run_name": name, "status": "ok",
+              "eval": {"pass_at_1": float(correct.mean() / 4)}, "train": {}}
+    (folder / "condition.json").write_text(json.dumps(record))
+    write_prompt_results(folder / "prompts.jsonl", [PromptResult(f"p{i}", 4, int(c), None, None, None)
+                                                    for i, c in enumerate(correct)])
+
+
+def _sweep(tmp_path: Path, fp_heavy_shift: int) -> Path:
+    """Base at 2 of 4 per prompt; every trained cell at 3 of 4, the fp-heavy cell `fp_heavy_shift` lower
+    on every prompt, the J < 0 cell at 1 of 4."""
+    results = _study(tmp_path, [["fp0.3-fn0.1", "fp0.1-fn0.3"], ["fp0.1-fn0.3", "fp0.2-fn0.2"]])
+    rng = np.random.default_rng(0)
+    for seed in (0, 1, 2):
+        noise = rng.integers(0, 2, size=300)
+        _condition(results, "clean", "base", seed, 1 + noise)
+        _condition(results, "clean", "baseline", seed, 3 + 0 * noise)
+        for cell in ("fp0.1-fn0.3", "fp0.2-fn0.2"):
+            _condition(results, cell, "baseline", seed, 2 + noise)
+        _condition(results, "fp0.3-fn0.1", "baseline", seed, 2 + noise - fp_heavy_shift)
+        _condition(results, "fp0.6-fn0.6", "baseline", seed, noise)
+    return results
+
+
+def test_equal_gain_at_equal_j_is_supported_and_precision_refuted(tmp_path: Path) -> None:
+    results = _sweep(tmp_path, fp_heavy_shift=0)
+    outcomes, pairs = sweep_outcomes(load_cell_conditions(results), read_design(tmp_path / "study.yaml"))
+    by = {(o.name, o.cell): o for o in outcomes}
+    pair = by[("equal_j_equal_gain", "fp0.3-fn0.1 vs fp0.1-fn0.3")]
+    assert pair.diff == pytest.approx(0.0) and pair.met  # identical on every prompt: equivalent
+    assert by[("precision_matters_more", "fp0.3-fn0.1 vs fp0.1-fn0.3")].met is False
+    gain = by[("learning_gain", "fp0.2-fn0.2")]
+    assert gain.b == "base" and gain.diff == pytest.approx(0.25) and gain.met
+    collapse = by[("learning_gain", "fp0.6-fn0.6")]
+    assert collapse.diff == pytest.approx(-0.25) and collapse.target == "below base (ci_high < 0)" and collapse.met
+    assert by[("learning_gain", "clean")].met and "corrected_vs_baseline" not in {o.name for o in outcomes}
+
+
+def test_the_report_states_each_predictions_verdict_and_writes_each_outcome_once(tmp_path: Path) -> None:
+    results = _sweep(tmp_path, fp_heavy_shift=1)
+    config = SimpleNamespace(report=SimpleNamespace(title="J sweep", outcomes=str(tmp_path / "outcomes.json")))
+    build_report(config, tmp_path / "reports", results, tmp_path, None)
+    text = (tmp_path / "reports" / "report.md").read_text()
+    assert "Equal J gives equal gain (Rate or Fate): refuted." in text
+    assert "(precision matters more): supported.** -0.250" in text
+    assert (tmp_path / "reports" / "gain_vs_j.png").stat().st_size > 0
+    outcomes = json.loads((tmp_path / "outcomes.json").read_text())
+    keys = {"name", "cell", "a", "b", "metric", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "target", "met"}
+    assert all(set(entry) == keys for entry in outcomes)
+    assert len({(o["name"], o["cell"], o["a"]) for o in outcomes}) == len(outcomes)
+
+
+def test_a_malformed_noise_cell_or_pair_names_the_file_and_key(tmp_path: Path) -> None:
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"cells": {"bad": {"fpr": 0.3}}}))
+    with pytest.raises(UserError, match=r"study.yaml: cells.bad must be \{fpr: P, fnr: P\}"):
+        noise_cells(tmp_path / "study.yaml")
+    _study(tmp_path, [["fp0.3-fn0.1", "fp0.6-fn0.6"]])
+    with pytest.raises(UserError, match=r"equal_j\[0\]: fp0.3-fn0.1 has J 0.6, fp0.6-fn0.6 -0.2"):
+        read_design(tmp_path / "study.yaml")
