@@ -18,7 +18,7 @@ from hackable_rl.storage import Storage
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.resume_guard import check_resume_config, compare_configs
 from hackable_rl.training.run import run_training
-from hackable_rl.training.run_dir import create_run_dir
+from hackable_rl.training.run_dir import create_run_dir, open_run_dir
 
 
 def _flat(params: Path, *overrides: str) -> dict:
@@ -84,6 +84,17 @@ def test_the_guard_passes_an_unchanged_config_and_a_missing_file_needs_the_flag(
     with pytest.raises(UserError, match="config.yaml: missing"):
         check_resume_config(run_dir, config, allow_change=False)
     assert check_resume_config(run_dir, config, allow_change=True).refused
+
+
+def test_resume_of_a_finished_run_is_refused_rather_than_training_past_max_steps(params):
+    config = load_config(params)
+    run_dir = Storage.of(config.storage).run_dir(config.run_name)
+    create_run_dir(run_dir, config)
+    info = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps(info | {"status": "finished", "final_step": config.trainer.max_steps}))
+    with pytest.raises(UserError, match=f"finished at step {config.trainer.max_steps} of {config.trainer.max_steps}; "
+                                        "--resume auto has nothing to continue"):
+        open_run_dir(run_dir, config, "auto", overwrite=False, allow_change=False)
 
 
 def test_allow_config_change_resumes_and_records_the_change_and_every_version(project):

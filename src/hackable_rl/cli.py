@@ -180,7 +180,8 @@ def train(
     result = run_training(
         cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir, allow_config_change=allow_config_change
     )
-    typer.echo(f"run {cfg.run_name}: {result.final_step} steps, MLflow run {result.run_id}, folder {result.run_dir}")
+    if result.main_process:  # with several processes, the run is the main process's to report
+        typer.echo(f"run {cfg.run_name}: {result.final_step} steps, MLflow run {result.run_id}, folder {result.run_dir}")
 
 
 @app.command()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +29,16 @@ class GenerationRecorder:
     """Buffers the records of the step in flight; `flush(step)` writes them (JSON, one line each) and
     returns them, stamped with their step."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, gather: Callable[[list[GenerationRecord]], list[GenerationRecord]] | None = None):
         self.run_dir = run_dir
         self.generations_dir = run_dir / "generations"
         self.metrics_path = run_dir / "metrics.jsonl"
         self._pending: list[GenerationRecord] = []
+        self._gather = gather
+        """With several training processes: every process's records, on the main one (`Ranks.gather`)."""
 
     def add(self, records: list[GenerationRecord]) -> None:
-        self._pending.extend(records)
+        self._pending.extend(self._gather(records) if self._gather else records)
 
     def flush(self, step: int) -> list[GenerationRecord]:
         records = [record.at_step(step) for record in self._pending]

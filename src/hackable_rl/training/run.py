@@ -6,6 +6,8 @@
 
 `run_training` reads as set up (`_set_up`), train (`_trainer`, `_train`) and finish (`_finish`).
 The run folder itself (run.json, config.yaml, `--overwrite`, `--resume`) is `training.run_dir`.
+Launched as several processes, the main one does all of that and the others only train
+(`_train_beside_main`, `training.ranks`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from hackable_rl.training.console import quiet_trainer, silence_known_warnings, 
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.kept_mean import grpo_trainer_class
+from hackable_rl.training.ranks import Ranks, process_ranks
 from hackable_rl.training.records import GenerationRecorder
 from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.run_dir import CREATED_BY, Resume, RunStart, open_run_dir, record_config_change
@@ -51,6 +54,8 @@ class TrainResult:
     run_id: str | None
     final_step: int
     metrics: dict[str, Any]
+    main_process: bool = True
+    """False in the other processes of a multi-process run: they report nothing of their own."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,10 @@ def run_training(
     `metrics_out` (the DVC metrics folder) receives train.json and train_curve.csv;
     `extra_callbacks` (TrainerCallback) run after the project's own (benchmarks time steps this way).
     """
-    run = _set_up(config, resume, overwrite, allow_config_change)
+    ranks = process_ranks(config)
+    if not ranks.is_main:
+        return _train_beside_main(config, ranks, extra_callbacks)
+    run = _set_up(config, resume, overwrite, allow_config_change, ranks)
     context = _run_context(run)
     trainer = _trainer(run, context, extra_callbacks)
     started = time.time()
@@ -97,23 +105,19 @@ def run_training(
 # --------------------------------------------------------------------------- set up
 
 
-def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_change: bool) -> _Run:
+def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_change: bool, ranks: Ranks) -> _Run:
     """The run folder (fresh, or rewound to its resume point), the policy and what it trains on, the
     run's identity, and the tracker, started only once all of those have loaded."""
-    from transformers import set_seed
-
-    from hackable_rl.models.loading import is_instruct_policy, load_policy, resolve_policy
+    from hackable_rl.models.loading import resolve_policy
 
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
-    start = open_run_dir(run_dir, config, resume, overwrite, allow_change)
-    recorder = GenerationRecorder(run_dir)
+    start = ranks.share(open_run_dir(run_dir, config, resume, overwrite, allow_change))
+    recorder = GenerationRecorder(run_dir, gather=ranks.gather if ranks.several else None)
     if start.step is not None:
         _rewind(run_dir, recorder, start.step)
-    set_seed(config.seed)  # Python, NumPy and torch
 
-    model, tokenizer = load_policy(config, device=policy_device())
+    model, tokenizer, dataset = _policy_and_prompts(config)
     capability = check_capability(config, model, tokenizer, run_dir)  # refuses a policy too weak for GRPO
-    dataset = _dataset(config, tokenizer, is_instruct_policy(config, tokenizer))
     pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
     identity = RunIdentity.of(config, resolve_policy(config))
 
@@ -122,6 +126,37 @@ def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_cha
     )
     info = _record_start(config, run_dir, start, identity, tracker, capability, pipeline)
     return _Run(config, run_dir, start, recorder, identity, tracker, info, model, tokenizer, dataset, pipeline)
+
+
+def _policy_and_prompts(config: ExperimentConfig) -> tuple[Any, Any, Any]:
+    """The seeded policy, its tokenizer and the prompts dataset: what every training process loads."""
+    from transformers import set_seed
+
+    from hackable_rl.models.loading import is_instruct_policy, load_policy
+
+    set_seed(config.seed)  # Python, NumPy and torch
+    model, tokenizer = load_policy(config, device=policy_device())
+    return model, tokenizer, _dataset(config, tokenizer, is_instruct_policy(config, tokenizer))
+
+
+def _train_beside_main(config: ExperimentConfig, ranks: Ranks, extra_callbacks: list[Any]) -> TrainResult:
+    """A process other than the main one: the main process's run start (its resume point), the same
+    policy and prompts, and TRL's loop with no callback of the project's. Its generation records go
+    to the main process (`Ranks.gather`); it writes nothing to the run folder or MLflow itself."""
+    start = ranks.share(None)
+    run_dir = Storage.of(config.storage).run_dir(config.run_name)
+    model, tokenizer, dataset = _policy_and_prompts(config)
+    pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
+    recorder = GenerationRecorder(run_dir, gather=ranks.gather)
+    silence_known_warnings()
+    reward = _objective_reward(config, pipeline, recorder, tokenizer)
+    trainer = grpo_trainer_class(reward)(
+        model=model, reward_funcs=[reward], args=build_grpo_args(config, resume_dir(run_dir)), train_dataset=dataset,
+        processing_class=tokenizer, peft_config=build_peft_config(config), callbacks=list(extra_callbacks),
+    )
+    quiet_trainer(trainer)
+    trainer.train(resume_from_checkpoint=str(start.checkpoint) if start.checkpoint else None)
+    return TrainResult(run_dir, None, trainer.state.global_step, {}, main_process=False)
 
 
 def _rewind(run_dir: Path, recorder: GenerationRecorder, step: int) -> None:
@@ -231,7 +266,7 @@ def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
     if run.start.step is not None:
         callback.catch_up(_event_log(run.run_dir), run.start.step)
     silence_known_warnings()
-    reward = _objective_reward(run)
+    reward = _objective_reward(run.config, run.pipeline, run.recorder, run.tokenizer)
     trainer = grpo_trainer_class(reward)(
         model=run.model,
         reward_funcs=[reward],
@@ -245,14 +280,14 @@ def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
     return trainer
 
 
-def _objective_reward(run: _Run) -> ObjectiveReward:
-    tokenizer = run.tokenizer
+def _objective_reward(config: ExperimentConfig, pipeline: RewardPipeline, recorder: GenerationRecorder,
+                      tokenizer: Any) -> ObjectiveReward:
     return ObjectiveReward(
-        run.pipeline,
-        run.recorder,
-        _judge(run.config),
-        group_size=run.config.trainer.num_generations,
-        scale_rewards=run.config.trainer.scale_rewards,
+        pipeline,
+        recorder,
+        _judge(config),
+        group_size=config.trainer.num_generations,
+        scale_rewards=config.trainer.scale_rewards,
         count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
     )
 

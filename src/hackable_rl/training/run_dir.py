@@ -68,13 +68,18 @@ def open_run_dir(
     """A fresh run folder, or the resume point of the existing run under the config guard."""
     if resume == "auto" and (run_dir / "run.json").exists():
         changes = check_resume_config(run_dir, config, allow_change)
+        info = read_run_info(run_dir)
+        if info.get("status") == "finished" and info.get("final_step", 0) >= config.trainer.max_steps:
+            # the Trainer, resumed at its last step, would train one step past max_steps
+            raise UserError(f"{run_dir}: finished at step {info['final_step']} of {config.trainer.max_steps}; "
+                            "--resume auto has nothing to continue (start again with --overwrite)")
         checkpoint = last_resumable(run_dir)
         if checkpoint is None:
             raise UserError(
                 f"{run_dir}: --resume auto found no resumable checkpoint in {resume_dir(run_dir)}; "
                 "start again with --overwrite"
             )
-        return RunStart(read_run_info(run_dir), checkpoint[1], checkpoint[0], changes)
+        return RunStart(info, checkpoint[1], checkpoint[0], changes)
     make_room(run_dir, overwrite)
     return RunStart(create_run_dir(run_dir, config))
 

@@ -56,6 +56,9 @@ def build_grpo_args(config: ExperimentConfig, output_dir: Path) -> Any:
         gradient_checkpointing=False,
         remove_unused_columns=False,
         dataloader_num_workers=0,
+        # several processes (DDP): every trainable parameter takes part in every forward pass, so DDP
+        # need not walk the graph for unused ones after each backward
+        ddp_find_unused_parameters=False,
         disable_tqdm=True,  # no bar: `training.console` prints the progress lines
     )
 
