@@ -11,6 +11,8 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hackable_rl.errors import UserError
@@ -64,6 +66,24 @@ def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
             return False
         return os.access(folder, os.W_OK)
     return True
+
+
+@contextmanager
+def store_creation_lock(uri: str) -> Iterator[None]:
+    """Held while a client opens `uri`. The first opening of an embedded SQLite store runs MLflow's
+    schema migrations; two processes doing it at once (`dvc queue start -j 2` or `seeds` on a fresh
+    clone, whose store DVC does not carry) break each other's migration and one crashes. The others
+    wait here, then find the tables made. No lock for a server, or where flock is missing (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    if fcntl is None or not uri.startswith("sqlite:///"):
+        yield
+        return
+    with open(uri.removeprefix("sqlite:///") + ".lock", "a") as handle:  # its folder: is_reachable made it
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def quiet_local_transfers(uri: str) -> None:

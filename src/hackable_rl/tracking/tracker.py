@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.jsonl import append_jsonl, read_jsonl
-from hackable_rl.tracking.store import artifact_root, is_reachable, quiet_local_transfers, tracking_uri
+from hackable_rl.tracking.store import (
+    artifact_root,
+    is_reachable,
+    quiet_local_transfers,
+    store_creation_lock,
+    tracking_uri,
+)
 from hackable_rl.tracking.tables import write_table
 
 log = logging.getLogger(__name__)
@@ -255,7 +261,7 @@ def _create_version(
     try:
         client.get_registered_model(name)
     except MlflowException:
-        client.create_registered_model(name)
+        _create_if_absent(lambda: client.create_registered_model(name))
     source = f"{client.get_run(run_id).info.artifact_uri}/{artifact_path}"
     version = client.create_model_version(
         name, source=source, run_id=run_id, tags={k: _param_text(v) for k, v in tags.items()},
@@ -275,11 +281,26 @@ def _log_input(
         client.log_inputs(run_id, inputs)
     except Exception as error:
         # Two runs started side by side (`hackable-rl seeds`) log the same new dataset at once: the
-        # store checks that it is absent, then inserts, so the second insert hits the unique key.
+        # store checks that it is absent, then inserts, so the second insert hits the unique key
+        # (SQLite: "UNIQUE constraint failed"; PostgreSQL: "violates unique constraint").
         # The row exists now; logging again only links it to this run.
-        if "UNIQUE constraint" not in str(error):
+        if "unique constraint" not in str(error).lower():
             raise
         client.log_inputs(run_id, inputs)
+
+
+def _create_if_absent(create: Any) -> Any | None:
+    """What `create` returns, or None when the store already holds the object. Two runs started at
+    once against a new store both find no experiment (or registered model), then both create it: the
+    second create fails on the unique name, and would switch that run offline for good."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return create()
+    except MlflowException as error:
+        if error.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    return None
 
 
 _NOTE_TAG = "mlflow.note.content"  # what the UI shows, and edits, as the run's description
@@ -310,7 +331,8 @@ def make_client(cache_dir: str | Path) -> tuple[Any | None, str]:
         return None, uri
     from mlflow import MlflowClient
 
-    return MlflowClient(tracking_uri=uri), uri
+    with store_creation_lock(uri):  # the client creates a new SQLite store's tables right here
+        return MlflowClient(tracking_uri=uri), uri
 
 
 # MLflow 3's UI opens an experiment by its kind: GenAI experiments on a traces overview, model
@@ -323,9 +345,14 @@ def _experiment_id(client: Any, name: str, cache_dir: str | Path, uri: str) -> s
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
         location = artifact_root(cache_dir).as_uri() if uri.startswith("sqlite:") else None
-        return client.create_experiment(
-            name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND}
+        created = _create_if_absent(
+            lambda: client.create_experiment(
+                name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND}
+            )
         )
+        if created is not None:
+            return created
+        experiment = client.get_experiment_by_name(name)  # the one a run started beside this one made
     if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag; a kind the user chose stays
         client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
     return experiment.experiment_id
