@@ -17,7 +17,6 @@ once, as the exploit share, and labelled.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from hackable_rl.jsonl import read_json
 from hackable_rl.report.conditions import STUDY_FILE, study_table
 from hackable_rl.report.declared import (
     CellKey,
+    CellStudyReport,
     Outcome,
     load_cell_conditions,
     outcomes_table,
@@ -155,17 +155,7 @@ def outcomes_markdown(outcomes: list[Outcome], restated: list[CellKey]) -> list[
 # --------------------------------------------------------------------------- the report
 
 
-@dataclass(frozen=True)
-class BlindSpotReport:
-    report: Path
-    summary_csv: Path
-    summary_json: Path
-    outcomes: Path | None
-    conditions: int
-    failed: int
-
-
-def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> BlindSpotReport:
+def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> CellStudyReport:
     """summary.csv/json, the training-curve plot, report.md and (given a path) outcomes.json."""
 
     table = study_table(study_dir)
@@ -180,7 +170,7 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     report = out_dir / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())
-    return BlindSpotReport(report, summary_csv, summary_json, written, len(table), failed)
+    return CellStudyReport(report, summary_csv, summary_json, written, len(table), failed)
 
 
 def _overview(table: pd.DataFrame) -> list[str]:

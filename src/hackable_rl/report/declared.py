@@ -17,7 +17,7 @@ from hackable_rl.experiments.study import CONDITION_FILE, read_condition
 from hackable_rl.jsonl import write_json
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 
-__all__ = ["CellKey", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
+__all__ = ["CellKey", "CellStudyReport", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
 
 CellKey = tuple[str, str]
 """(cell, method) of a condition."""
@@ -40,6 +40,18 @@ class Outcome:
     ci_high: float | None
     target: str
     met: bool | None
+
+
+@dataclass(frozen=True)
+class CellStudyReport:
+    """What a cell study's report wrote, and how many conditions it read (failed ones included)."""
+
+    report: Path
+    summary_csv: Path
+    summary_json: Path
+    outcomes: Path | None
+    conditions: int
+    failed: int
 
 
 def load_cell_conditions(study_dir: Path) -> dict[CellKey, dict[int, Path]]:

@@ -25,6 +25,7 @@ from hackable_rl.experiments.study import write_summary
 from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, study_table
 from hackable_rl.report.declared import (
     CellKey,
+    CellStudyReport,
     Outcome,
     fmt,
     load_cell_conditions,
@@ -176,17 +177,7 @@ def prediction_verdicts(outcomes: list[Outcome], pairs: Mapping[str, Paired | No
 # --------------------------------------------------------------------------- the report
 
 
-@dataclass(frozen=True)
-class JSweepReport:
-    report: Path
-    summary_csv: Path
-    summary_json: Path
-    outcomes: Path | None
-    conditions: int
-    failed: int
-
-
-def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> JSweepReport:
+def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> CellStudyReport:
     """summary.csv/json, gain_vs_j.png, report.md and (given a path) outcomes.json."""
     from hackable_rl.report.plots import gain_vs_j_plot
 
@@ -207,7 +198,7 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     report = out_dir / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())
-    return JSweepReport(report, summary_csv, summary_json, written, len(table), failed)
+    return CellStudyReport(report, summary_csv, summary_json, written, len(table), failed)
 
 
 Gain = tuple[NoiseCell, str, Paired | None]
