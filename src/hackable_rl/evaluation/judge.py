@@ -74,6 +74,17 @@ class JudgeOptions:
     decimal_comma: bool = False
     """Read `1,22` as 1.22 on both sides."""
 
+    @classmethod
+    def of(cls, rewards: Any, extract: Extract) -> JudgeOptions:
+        """The judge a config sets (`rewards`: its tolerance, math-verify timeout and think tags)
+        reading answers with `extract`: every judge of a run (training's, evaluation's, the capability
+        gate's, the warm start's) reads the same tags."""
+        return cls(extract, rewards.rel_tol, rewards.math_verify_timeout_s, rewards.think_open, rewards.think_close)
+
+    def judge(self, completion: str, reference: str) -> Judgment:
+        return judge_completion(completion, reference, self.extract, self.rel_tol, self.timeout_s, self.open_tag,
+                                self.close_tag, self.decimal_comma)
+
 
 @dataclass(frozen=True)
 class Judgment:

@@ -22,7 +22,7 @@ from hackable_rl.config import ExperimentConfig
 from hackable_rl.config_loading import flatten_config, validate_config
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.errors import UserError
-from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.evaluation.metrics import (
     compute_metrics,
     summary_table,
@@ -178,17 +178,14 @@ def _decode_and_score(
         completions, prompts, [r["id"] for r in repeated], [r["reference"] for r in repeated],
         [r.get("metadata") or {} for r in repeated],
     )
+    judge = JudgeOptions.of(config.rewards, config.evaluation.extract)
+    transfer_extract = config.evaluation.transfer_extract
+    transfer_judge = None if transfer_extract == "none" else JudgeOptions.of(config.rewards, transfer_extract)
     records = []
     for index, row in enumerate(repeated):
-        judgment = judge_completion(
-            completions[index], row["reference"], extract=config.evaluation.extract,
-            rel_tol=config.rewards.rel_tol, timeout_s=config.rewards.math_verify_timeout_s,
-        )
+        judgment = judge.judge(completions[index], row["reference"])
         thinking_tokens, thinking_words = _thinking_lengths(completions[index], loaded.tokenizer, config)
-        transfer = None if config.evaluation.transfer_extract == "none" else judge_completion(
-            completions[index], row["reference"], extract=config.evaluation.transfer_extract,
-            rel_tol=config.rewards.rel_tol, timeout_s=config.rewards.math_verify_timeout_s,
-        )
+        transfer = None if transfer_judge is None else transfer_judge.judge(completions[index], row["reference"])
         record = EvaluationRecord(
             prompt_id=row["id"], sample=index % n, prompt=row["prompt"], completion=completions[index],
             reference=row["reference"], completion_tokens=generated[index].n_tokens, judgment=judgment,

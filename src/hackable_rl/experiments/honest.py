@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from hackable_rl.config import ExperimentConfig
-from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.payoff import HonestSamples
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.types import Example
@@ -41,13 +41,9 @@ def sample_base_policy(config: ExperimentConfig, rows: list[dict[str, Any]], n: 
     generated = generate_completions(model, tokenizer, prompts, settings, config.evaluation.batch_size,
                                      config.seed, label="payoff: base samples")
     texts = [g.text for g in generated]
-    return HonestSamples(texts, repeated, [_judged(config, text, row) for text, row in zip(texts, repeated, strict=True)])
-
-
-def _judged(config: ExperimentConfig, text: str, row: dict[str, Any]) -> bool | None:
-    judgment = judge_completion(text, row["reference"], extract=config.evaluation.extract,
-                                rel_tol=config.rewards.rel_tol, timeout_s=config.rewards.math_verify_timeout_s)
-    return judgment.correct
+    judge = JudgeOptions.of(config.rewards, config.evaluation.extract)
+    return HonestSamples(texts, repeated, [judge.judge(text, row["reference"]).correct
+                                           for text, row in zip(texts, repeated, strict=True)])
 
 
 def measured_rates(samples: HonestSamples, checkers: Iterable[str], options: CheckerOptions) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.errors import UserError
-from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.evaluation.metrics import mean_pass_at_k
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.storage import Storage
@@ -89,7 +89,7 @@ def measure_capability(config: ExperimentConfig, model: Any, tokenizer: Any) -> 
     from hackable_rl.models.loading import format_prompt, is_instruct_policy
 
     started = time.perf_counter()
-    gate, rewards = config.capability, config.rewards
+    gate, judge = config.capability, JudgeOptions.of(config.rewards, "strict")
     split, path = gate_split(config)
     rows = read_jsonl(path)[: gate.prompts]
     instruct = is_instruct_policy(config, tokenizer)
@@ -102,10 +102,7 @@ def measure_capability(config: ExperimentConfig, model: Any, tokenizer: Any) -> 
     counts = []  # (n, correct) per prompt
     for index, row in enumerate(rows):
         verdicts = [
-            judge_completion(
-                output.text, str(row["reference"]), extract="strict", rel_tol=rewards.rel_tol,
-                timeout_s=rewards.math_verify_timeout_s, open_tag=rewards.think_open, close_tag=rewards.think_close,
-            ).correct
+            judge.judge(output.text, str(row["reference"])).correct
             for output in outputs[index * gate.k : (index + 1) * gate.k]
         ]
         judged = [verdict for verdict in verdicts if verdict is not None]  # None: unparseable reference

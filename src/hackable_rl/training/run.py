@@ -22,7 +22,7 @@ from typing import Any
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.config_loading import flatten_config
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
 from hackable_rl.payoff import own_cell_payoff, write_payoff
@@ -293,14 +293,7 @@ def _objective_reward(config: ExperimentConfig, pipeline: RewardPipeline, record
 
 
 def _judge(config: ExperimentConfig):
-    rewards = config.rewards
-
-    def judge(completion: str, reference: str) -> Any:
-        return judge_completion(
-            completion, reference, extract="strict", rel_tol=rewards.rel_tol, timeout_s=rewards.math_verify_timeout_s
-        )
-
-    return judge
+    return JudgeOptions.of(config.rewards, "strict").judge
 
 
 def _train(run: _Run, trainer: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hackable_rl.config import ExperimentConfig
-from hackable_rl.evaluation.judge import judge_completion
+from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.jsonl import iter_jsonl
 from hackable_rl.models.generation import GeneratedText, GenerationSettings, generate_completions
 from hackable_rl.models.loading import format_prompt
@@ -49,11 +49,7 @@ def greedy_accuracy(
 
 def _judged_correct(completion: str, row: dict[str, Any], config: ExperimentConfig) -> bool | None:
     """The strict judge's verdict; None when the row's reference cannot be parsed (not judged)."""
-    rewards = config.rewards
-    return judge_completion(
-        completion, str(row["reference"]), extract="strict", rel_tol=rewards.rel_tol,
-        timeout_s=rewards.math_verify_timeout_s, open_tag=rewards.think_open, close_tag=rewards.think_close,
-    ).correct
+    return JudgeOptions.of(config.rewards, "strict").judge(completion, str(row["reference"])).correct
 
 
 def _tally(rows: Sequence[tuple[int, dict[str, Any]]], correct: Sequence[bool | None]) -> Tally:
