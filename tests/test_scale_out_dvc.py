@@ -3,10 +3,12 @@ repository built as tests/test_pipeline.py builds it: a local-directory remote (
 fresh clone's `dvc pull` + `dvc repro` reruns nothing and restores every cached output byte for
 byte) and queued experiments (`dvc exp run --queue` + `dvc queue start -j 2`: each runs in a
 temporary workspace under .dvc/tmp/exps and logs into the repository's one MLflow store, which
-two processes may create at once).
+two processes may create at once; or, with MLFLOW_TRACKING_URI naming a server started by
+scripts/mlflow-server.sh, into that server, as the workers inherit the environment of `dvc queue start`).
 
-Slow (`make test-slow`): one `dvc repro` shared by both tests, then two experiments side by side.
-Each test prints its timings (`pytest -s`)."""
+Slow (`make test-slow`): one `dvc repro` shared by the tests, then two experiments side by side per
+store (the server variant skips where PostgreSQL cannot be installed or started, as
+tests/test_mlflow_server.py does). Each test prints its timings (`pytest -s`)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from mlflow import MlflowClient
 
 from conftest import write_params
 from hackable_rl.storage import file_sha256
+from mlflow_server_fixture import server_fixture  # noqa: F401 (the `server` fixture)
 from test_pipeline import BIN, REPO, _make_repo, _run
 
 pytestmark = pytest.mark.slow
@@ -159,24 +162,62 @@ def _make_results(repo: Path) -> str:
                  str(VENV / ".installed-dev"), f"VENV={VENV}", "EXTRAS=dev", "results"], repo)
 
 
-def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ran_repo, monkeypatch):
+def _run_tracked(command: list[str], cwd: Path, uri: str | None) -> str:
+    """`_run` (which unsets MLFLOW_TRACKING_URI), or with MLFLOW_TRACKING_URI=uri when given, as a
+    shell after `eval "$(scripts/mlflow-server.sh start)"` runs it."""
+    if uri is None:
+        return _run(command, cwd)
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "MLFLOW_TRACKING_URI": uri}
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def _wait_for_no_workers(repo: Path) -> None:
+    """Until the workers of an earlier test have gone: a live one would take this test's tasks, in
+    its own environment (another MLFLOW_TRACKING_URI), and `dvc queue start` would start none."""
+    deadline = time.monotonic() + WORKER_GRACE_S
+    while _queue_status(repo)[1]:
+        assert time.monotonic() < deadline, f"workers still alive:\n{_queue_diagnostics(repo, [])}"
+        time.sleep(1)
+
+
+def _runs_of(client: MlflowClient, name: str) -> list:
+    experiment = client.get_experiment_by_name("tests")
+    return client.search_runs([experiment.experiment_id], f"tags.dvc_experiment = '{name}'") if experiment else []
+
+
+@pytest.mark.parametrize("store", ["sqlite", "server"])
+def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ran_repo, store, request, monkeypatch):
+    """`store`: the repository's embedded SQLite store (MLFLOW_TRACKING_URI unset), or a tracking
+    server (scripts/mlflow-server.sh) named by MLFLOW_TRACKING_URI in the environment of `dvc queue
+    start`, which the workers inherit."""
+    server = request.getfixturevalue("server") if store == "server" else None  # skips without PostgreSQL
+    uri = server.uri if server else None
     # No MLflow store yet, as in a fresh clone after `dvc pull` (DVC does not carry it): both workers'
     # first stage (evaluate_base) then creates it at once, which crashed one of them before
-    # tracking/store.py's store_creation_lock.
-    shutil.rmtree(ran_repo / "cache/mlflow")
+    # tracking/store.py's store_creation_lock. (A server starts empty: its experiment too is created at once.)
+    shutil.rmtree(ran_repo / "cache/mlflow", ignore_errors=True)  # absent where the server variant ran first
+    _wait_for_no_workers(ran_repo)
+    earlier, _ = _queue_status(ran_repo)  # the other store's tasks, when it ran first (listed as done)
     rate_grid = ",".join(map(str, RATES))
-    _run(["dvc", "exp", "run", "--queue", "-S", f"corruption.rate={rate_grid}"], ran_repo)  # a 2-point grid
-    queued, _ = _queue_status(ran_repo)
-    assert list(queued.values()) == ["Queued", "Queued"], queued
+    _run_tracked(["dvc", "exp", "run", "--queue", "-S", f"corruption.rate={rate_grid}"], ran_repo, uri)  # a 2-point grid
+    listed_tasks, _ = _queue_status(ran_repo)
+    queued = {name: state for name, state in listed_tasks.items() if name not in earlier}
+    assert list(queued.values()) == ["Queued", "Queued"], listed_tasks
     try:
-        with _timed("two queued experiments (dvc queue start -j 2 until both finished)"):
-            _run(["dvc", "queue", "start", "-j", "2"], ran_repo)
+        with _timed(f"two queued experiments, {store} store (dvc queue start -j 2 until both finished)"):
+            _run_tracked(["dvc", "queue", "start", "-j", "2"], ran_repo, uri)
             states = _wait_for_queue(ran_repo, queued)
     finally:  # never leave detached Celery workers behind
         subprocess.run([DVC, "queue", "stop", "--kill"], cwd=ran_repo, capture_output=True)
     diagnostics = _queue_diagnostics(ran_repo, queued)
+    states = {name: states.get(name) for name in queued}
     assert states == dict.fromkeys(queued, "Success"), diagnostics
     assert "database is locked" not in diagnostics  # both workers share the embedded SQLite store
+    if uri is not None:
+        for warning in ("continuing offline", "logging locally only"):  # the tracker's two warnings
+            assert warning not in diagnostics, diagnostics
 
     experiments = _experiments(ran_repo)
     rates = {name: experiments[name]["data"]["params"]["params.yaml"]["data"]["corruption"]["rate"] for name in queued}
@@ -190,24 +231,46 @@ def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ra
     for name, rate in rates.items():
         assert re.search(rf"\[{name}\].*baseline-flip-r{rate:g}\s", listed), listed
 
-    store = ran_repo.resolve() / "cache/mlflow/mlflow.db"
+    store_db = ran_repo.resolve() / "cache/mlflow/mlflow.db"
+    expected_uri = uri or f"sqlite:///{store_db}"
+    versions_of = {}  # (experiment, MLflow run id) -> run.json's registered versions
     for name, rate in rates.items():
-        # The run folder, read back from the experiment's commit: the queued stage found the model in
-        # its own temporary workspace, and logged into the real repository's store, nothing pending.
-        run = json.loads(dvc.api.read(f"cache/artifacts/runs/baseline-flip-r{rate:g}-s0/run.json",
-                                      repo=str(ran_repo), rev=name))
-        assert run["base_model"].startswith(f"tiny:{ran_repo.resolve()}/.dvc/tmp/exps/tmp"), run["base_model"]
-        assert run["tracking_uri"] == f"sqlite:///{store}" and not run["tracking_pending"], run
+        for seed in (0, 1):
+            # The run folder, read back from the experiment's commit: the queued stage found the model in
+            # its own temporary workspace, and logged into the store of the workers' environment (the
+            # real repository's SQLite store, or the server), nothing pending.
+            run = json.loads(dvc.api.read(f"cache/artifacts/runs/baseline-flip-r{rate:g}-s{seed}/run.json",
+                                          repo=str(ran_repo), rev=name))
+            assert run["base_model"].startswith(f"tiny:{ran_repo.resolve()}/.dvc/tmp/exps/tmp"), run["base_model"]
+            assert run["tracking_uri"] == expected_uri and not run["tracking_pending"], run
+            versions_of[name, run["mlflow_run_id"]] = run["registered_versions"]
 
-    client = MlflowClient(f"sqlite:///{store}")
-    experiment_id = client.get_experiment_by_name("tests").experiment_id
+    client = MlflowClient(expected_uri)
     for name, rate in rates.items():
-        runs = client.search_runs([experiment_id], f"tags.dvc_experiment = '{name}'")
+        runs = _runs_of(client, name)
         kinds = sorted((run.data.tags["hackable_rl.kind"], run.info.status) for run in runs)
         assert kinds == [("eval", "FINISHED"), ("train", "FINISHED"), ("train", "FINISHED")], (name, kinds)
+        assert all("eval_pass_at_1" in run.data.metrics for run in runs), name  # the base eval's, the trained ones'
         trained = [run for run in runs if run.data.tags["hackable_rl.kind"] == "train"]
         assert {run.data.tags["corruption.rate"] for run in trained} == {str(rate)}
-        assert all("eval_pass_at_1" in run.data.metrics for run in trained), name
+        assert {run.info.run_id for run in trained} == {run_id for exp, run_id in versions_of if exp == name}
+        model = "tests-policy-" + ("clean" if rate == 0 else "corrupted")
+        for run in trained:
+            assert {"judge/correctness", "trl/loss"} <= set(run.data.metrics), (name, sorted(run.data.metrics))
+            # one Model Registry version per permanent checkpoint (trainer.permanent_steps [1], and the last)
+            versions = client.search_model_versions(f"run_id = '{run.info.run_id}'")
+            assert {v.name for v in versions} == {model}, (name, versions)
+            assert sorted(int(v.tags["step"]) for v in versions) == [1, 2], (name, versions)
+            assert versions_of[name, run.info.run_id] == {v.tags["step"]: str(v.version) for v in versions}
+            if server is not None:  # the checkpoints went through the server into its --artifacts-destination
+                uploaded = (server.state / "artifacts").rglob(f"{run.info.run_id}/**/step-2/model.safetensors")
+                assert len(list(uploaded)) == 1, (name, run.info.run_id)
+
+    if uri is not None:  # nothing went to a local store on the way
+        if store_db.exists():
+            local = MlflowClient(f"sqlite:///{store_db}")
+            assert not any(_runs_of(local, name) for name in rates), "runs in the local SQLite store"
+        assert not (ran_repo / "mlflow.db").exists() and not (ran_repo / "mlruns").exists()
 
 
 def test_two_processes_creating_one_sqlite_store_at_once_both_succeed(tmp_path):
