@@ -4,7 +4,7 @@
 (DVC locks it for the whole run). On a 2-core machine two one-thread conditions side by side finish
 about 1.5x sooner than one after another (docs/results.md), so this runs each matching stage's own
 `cmd`, as DVC would (in its folder, console to `cache/logs/lanes/<stage>.log`), `--jobs` at a time,
-then `dvc commit`s every stage that exited 0: dvc.lock ends as `dvc repro` would leave it, and a
+and `dvc commit`s each stage that exits 0 as it ends: dvc.lock ends as `dvc repro` would leave it, and a
 later `dvc repro` reruns nothing. The stages' upstream (prepare, warm start, payoff) must be up to
 date first: `dvc repro warmstart payoff` does that. A stage's own thread count is its
 `torch_threads` param; the study files set 1.
@@ -62,9 +62,11 @@ def run_lanes(repo_dir: Path, patterns: list[str], jobs: int) -> list[tuple[Stag
             runs = outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
     except NotDvcRepoError:
         raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
-    codes = run_side_by_side(runs, jobs)
     with Repo(str(repo_dir)) as repo:
-        for run, code in zip(runs, codes, strict=True):
+
+        def record(index: int, code: int) -> None:  # at once: a kill of lanes loses no finished stage
             if code == 0:
-                repo.commit(f"{Path(repo.root_dir) / 'dvc.yaml'}:{run.name}", force=True)
+                repo.commit(f"{Path(repo.root_dir) / 'dvc.yaml'}:{runs[index].name}", force=True)
+
+        codes = run_side_by_side(runs, jobs, on_finish=record)
     return list(zip(runs, codes, strict=True))
