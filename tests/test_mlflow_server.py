@@ -257,9 +257,7 @@ def test_a_server_down_mid_run_loses_nothing_once_synced(server, trainings, tiny
     assert client.get_run(info["mlflow_run_id"]).info.status == "RUNNING"  # only sync can end it now
 
     env = {**os.environ, "MLFLOW_TRACKING_URI": server.uri}
-    # without MLFLOW_TRACKING_URI, sync goes to the server run.json records (the restart reuses its port)
-    recorded = {k: v for k, v in env.items() if k != "MLFLOW_TRACKING_URI"} if info["tracking_uri"] == server.uri else env
-    synced = subprocess.run([*_cli(), "sync", str(run_dir)], cwd=project, env=recorded, capture_output=True, text=True)
+    synced = subprocess.run([*_cli(), "sync", str(run_dir)], cwd=project, env=env, capture_output=True, text=True)
     assert synced.returncode == 0, synced.stderr[-3000:]
     assert f"uploaded to MLflow run {info['mlflow_run_id']}" in synced.stdout
     _assert_run_is_complete(client, run_dir, server, [2, 4, 6], tmp_path)

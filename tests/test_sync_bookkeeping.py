@@ -162,3 +162,13 @@ def test_two_runs_logging_one_new_dataset_at_once_stay_online(tmp_path):
 
     with pytest.raises(RuntimeError, match="disk I/O error"):
         _log_input(BrokenClient(), "run", "arith/train", "abc", "file:///x", "training", {"rows": 1})
+
+
+def test_sync_says_where_a_run_started_elsewhere_lives() -> None:
+    from hackable_rl.tracking.sync import _recorded_hint
+
+    info = {"mlflow_run_id": "abc", "tracking_uri": "http://127.0.0.1:5000"}
+    assert _recorded_hint(info, "sqlite:///cache/mlflow/mlflow.db") == (
+        " or has no run abc: the run was started on http://127.0.0.1:5000 (set MLFLOW_TRACKING_URI=http://127.0.0.1:5000)")
+    assert _recorded_hint(info, "http://127.0.0.1:5000") == ""  # the same store: it is just down
+    assert _recorded_hint({"tracking_uri": "http://x"}, "sqlite:///y") == ""  # no run there yet: created on sync

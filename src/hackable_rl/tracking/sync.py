@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,20 +98,13 @@ def _synced_info(info: dict[str, Any], tracker: Tracker, events: list[dict[str, 
     }
 
 
-@contextlib.contextmanager
-def _recorded_store(info: dict[str, Any]) -> Iterator[None]:
-    """The server the run was started against (run.json's `tracking_uri`), unless MLFLOW_TRACKING_URI
-    names a store: a run trained against a server syncs to that server, not to the project's SQLite
-    store, which does not have its run. A local store's path is not reused (the project may have moved)."""
-    recorded = info.get("tracking_uri") or ""
-    if os.environ.get("MLFLOW_TRACKING_URI") or not recorded.startswith(("http://", "https://")):
-        yield
-        return
-    os.environ["MLFLOW_TRACKING_URI"] = recorded
-    try:
-        yield
-    finally:
-        del os.environ["MLFLOW_TRACKING_URI"]
+def _recorded_hint(info: dict[str, Any], uri: str) -> str:
+    """Sync uploads to this process's store (MLFLOW_TRACKING_URI, else the project's SQLite store). A
+    run started against another store keeps its run id there, so say where."""
+    recorded = info.get("tracking_uri")
+    if not recorded or recorded == uri or not info.get("mlflow_run_id"):
+        return ""
+    return f" or has no run {info['mlflow_run_id']}: the run was started on {recorded} (set MLFLOW_TRACKING_URI={recorded})"
 
 
 def sync_run(config: Any, run_dir: Path) -> dict[str, Any]:
@@ -137,10 +127,10 @@ def sync_run(config: Any, run_dir: Path) -> dict[str, Any]:
     replay_log = run_dir / "tracking-sync.jsonl"
     replay_log.unlink(missing_ok=True)
     name = info.get("run_name") or run_dir.name
-    with _recorded_store(info):
-        tracker = start_tracker(config, name, info.get("kind", "train"), info.get("mlflow_run_id"), replay_log)
+    tracker = start_tracker(config, name, info.get("kind", "train"), info.get("mlflow_run_id"), replay_log)
     if not tracker.online:
-        raise UserError(f"MLflow store {tracker.uri} is still unreachable; nothing was uploaded, nothing was lost")
+        raise UserError(f"MLflow store {tracker.uri} is still unreachable{_recorded_hint(info, tracker.uri)}; "
+                        "nothing was uploaded, nothing was lost")
     for event in pending:
         _replay(tracker, event)
     delivered_all = all(event["delivered"] for event in read_jsonl(replay_log))
