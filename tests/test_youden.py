@@ -17,7 +17,7 @@ from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import NoiseCell, cell_overrides, noise_cells, read_cell
 from hackable_rl.report.build import build_report
 from hackable_rl.report.declared import load_cell_conditions
-from hackable_rl.report.youden import read_design, sweep_outcomes
+from hackable_rl.report.youden import prediction_verdicts, read_design, sweep_outcomes
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import Asymmetric, build_channel
 from hackable_rl.verifiers.training_verifier import TrainingVerifier
@@ -99,7 +99,7 @@ def _sweep(tmp_path: Path, fp_heavy_shift: int) -> Path:
 
 def test_equal_gain_at_equal_j_is_supported_and_precision_refuted(tmp_path: Path) -> None:
     results = _sweep(tmp_path, fp_heavy_shift=0)
-    outcomes, pairs = sweep_outcomes(load_cell_conditions(results), read_design(tmp_path / "study.yaml"))
+    outcomes = sweep_outcomes(load_cell_conditions(results), read_design(tmp_path / "study.yaml")).outcomes
     by = {(o.name, o.cell): o for o in outcomes}
     pair = by[("equal_j_equal_gain", "fp0.3-fn0.1 vs fp0.1-fn0.3")]
     assert pair.diff == pytest.approx(0.0) and pair.met  # identical on every prompt: equivalent
@@ -132,3 +132,11 @@ def test_a_malformed_noise_cell_or_pair_names_the_file_and_key(tmp_path: Path) -
     _study(tmp_path, [["fp0.3-fn0.1", "fp0.6-fn0.6"]])
     with pytest.raises(UserError, match=r"equal_j\[0\]: fp0.3-fn0.1 has J 0.6, fp0.6-fn0.6 -0.2"):
         read_design(tmp_path / "study.yaml")
+
+
+def test_the_precision_verdict_reads_its_own_comparison_whatever_order_the_pair_is_listed_in(tmp_path: Path) -> None:
+    results = _sweep(tmp_path, fp_heavy_shift=0)
+    _study(tmp_path, [["fp0.1-fn0.3", "fp0.3-fn0.1"]])  # more false negatives first
+    verdicts = prediction_verdicts(sweep_outcomes(load_cell_conditions(results), read_design(tmp_path / "study.yaml")))
+    assert verdicts["precision_matters_more"][0] == "refuted"  # equivalent within the margin: refuted
+    assert verdicts["equal_j_equal_gain"][0] == "supported"

@@ -24,11 +24,10 @@ def build_report(config, out_dir: Path, study: Path | None, metrics_dir: Path, h
         outcomes = Path(config.report.outcomes) if config.report.outcomes else None
         if is_j_sweep(study_file):
             built = build_j_sweep_report(study, out_dir, config.report.title, outcomes)
-            return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
-        if is_blind_spot_study(study):
+        elif is_blind_spot_study(study):
             built = build_blind_spot_report(study, out_dir, config.report.title, outcomes)
-            return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
-        built = build_study_report(study, out_dir, config.report.title, margin)
+        else:
+            built = build_study_report(study, out_dir, config.report.title, margin)
         return [f"{built.conditions} conditions ({built.failed} failed): {built.report}, {built.summary_csv}"]
     condition = f"{config.corruption.channel} at rate {config.corruption.rate:g}"
     lines = [f"report: {build_single_report(SingleInputs.under(metrics_dir), out_dir, config.report.title, condition)}"]

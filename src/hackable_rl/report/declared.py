@@ -17,7 +17,7 @@ from hackable_rl.experiments.study import CONDITION_FILE, read_condition
 from hackable_rl.jsonl import write_json
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 
-__all__ = ["CellKey", "CellStudyReport", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
+__all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
 
 CellKey = tuple[str, str]
 """(cell, method) of a condition."""
@@ -40,6 +40,11 @@ class Outcome:
     ci_high: float | None
     target: str
     met: bool | None
+
+    @property
+    def ci_text(self) -> str:
+        """`-0.013 [-0.025, -0.002]`, or `-` where undefined."""
+        return "-" if self.diff is None else f"{self.diff:+.3f} [{self.ci_low:+.3f}, {self.ci_high:+.3f}]"
 
 
 @dataclass(frozen=True)
@@ -102,7 +107,6 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
              "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in outcomes:
-        ci = "-" if o.diff is None else f"{o.diff:+.3f} [{o.ci_low:+.3f}, {o.ci_high:+.3f}]"
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
-                     f"{ci} | {o.target} | {_verdict(o)} |")
+                     f"{o.ci_text} | {o.target} | {_verdict(o)} |")
     return lines

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hackable_rl.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
@@ -26,6 +25,7 @@ from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, study_
 from hackable_rl.report.declared import (
     CellKey,
     CellStudyReport,
+    MetRule,
     Outcome,
     fmt,
     load_cell_conditions,
@@ -35,7 +35,7 @@ from hackable_rl.report.declared import (
 )
 from hackable_rl.report.outcomes import Paired, paired
 
-__all__ = ["SweepDesign", "is_j_sweep", "read_design", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
+__all__ = ["SweepDesign", "is_j_sweep", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
 
 BASE, BASELINE, CORRECTED = "base", "baseline", "corrected"
 PASS = "pass_at_1"
@@ -82,7 +82,7 @@ def read_design(study_file: Path) -> SweepDesign:
 # --------------------------------------------------------------------------- outcomes
 
 
-def _gain_target(cell: NoiseCell, margin: float | None) -> tuple[str, Any]:
+def _gain_target(cell: NoiseCell, margin: float | None) -> tuple[str, MetRule]:
     """What each J predicts for the gain over base (study.yaml, outcome 3)."""
     if cell.youden > 0:
         return "gain above 0 (ci_low > 0)", lambda a, b, p: p.ci_low > 0
@@ -92,11 +92,22 @@ def _gain_target(cell: NoiseCell, margin: float | None) -> tuple[str, Any]:
     return "below base (ci_high < 0)", lambda a, b, p: p.ci_high < 0
 
 
-def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign) -> tuple[list[Outcome], dict[str, Paired | None]]:
-    """Every declared outcome once, in the study file's order, and the pair comparisons by pair name."""
+@dataclass(frozen=True)
+class SweepOutcomes:
+    outcomes: list[Outcome]
+    """Every declared outcome once, in the study file's order."""
+    pairs: dict[str, Paired | None]
+    """Each equal-J pair's comparison, by `<first> vs <second>`."""
+    precision: Paired | None
+    """The precision prediction's comparison: more false positives minus more false negatives."""
+
+
+def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign) -> SweepOutcomes:
+    """Every declared outcome once, with the paired comparisons the predictions' verdicts read."""
     base = cells.get((design.reference, BASE), {})
     outcomes: list[Outcome] = []
     pairs: dict[str, Paired | None] = {}
+    precision = None
     margin = design.margin
     for first, second in design.equal_j:
         label = f"{first} vs {second}"
@@ -109,10 +120,11 @@ def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign
         pairs[label] = result
     fp_heavy, fn_heavy = _balance_pair(design)
     if fp_heavy and fn_heavy:
-        outcomes.append(paired_outcome(
+        outcome, precision = paired_outcome(
             "precision_matters_more", f"{fp_heavy} vs {fn_heavy}", f"{BASELINE}@{fp_heavy}", f"{BASELINE}@{fn_heavy}",
             cells.get((fp_heavy, BASELINE), {}), cells.get((fn_heavy, BASELINE), {}), PASS,
-            "false positives hurt more: ci_high < 0", lambda a, b, p: p.ci_high < 0, margin)[0])
+            "false positives hurt more: ci_high < 0", lambda a, b, p: p.ci_high < 0, margin)
+        outcomes.append(outcome)
     for name, cell in design.cells.items():
         target, rule = _gain_target(cell, margin)
         outcomes.append(paired_outcome("learning_gain", name, BASELINE, BASE, cells.get((name, BASELINE), {}), base,
@@ -122,7 +134,7 @@ def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign
             outcomes.append(paired_outcome("corrected_vs_baseline", name, CORRECTED, BASELINE, cells[(name, CORRECTED)],
                                            cells.get((name, BASELINE), {}), PASS, "above baseline (ci_low > 0)",
                                            lambda a, b, p: p.ci_low > 0)[0])
-    return outcomes, pairs
+    return SweepOutcomes(outcomes, pairs, precision)
 
 
 def _balance_pair(design: SweepDesign) -> tuple[str | None, str | None]:
@@ -135,18 +147,19 @@ def _balance_pair(design: SweepDesign) -> tuple[str | None, str | None]:
 
 
 def _pair_verdict(result: Paired | None) -> str:
-    """equivalent (inside the margin), different (95% CI excludes 0), or not distinguishable."""
+    """The equivalence test's verdict against the declared margin (`equivalence_verdict`: equivalent,
+    different, no difference detected); without a margin, different or no difference detected."""
     if result is None:
         return "undefined"
-    if result.equivalence is not None and result.equivalence.verdict == "equivalent":
-        return "equivalent"
-    return "different" if result.ci_low > 0 or result.ci_high < 0 else UNDECIDED
+    if result.equivalence is not None:
+        return result.equivalence.verdict
+    return "different" if result.ci_low > 0 or result.ci_high < 0 else "no difference detected"
 
 
-def prediction_verdicts(outcomes: list[Outcome], pairs: Mapping[str, Paired | None]) -> dict[str, tuple[str, str]]:
+def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
     """Each prediction's verdict and the one line that says why (study.yaml's rules)."""
     verdicts: dict[str, tuple[str, str]] = {}
-    by_pair = {label: _pair_verdict(result) for label, result in pairs.items()}
+    by_pair = {label: _pair_verdict(result) for label, result in results.pairs.items()}
     if by_pair:
         why = "; ".join(f"{label}: {verdict}" for label, verdict in by_pair.items())
         if "undefined" in by_pair.values():
@@ -157,20 +170,17 @@ def prediction_verdicts(outcomes: list[Outcome], pairs: Mapping[str, Paired | No
             verdicts["equal_j_equal_gain"] = (SUPPORTED, why)
         else:
             verdicts["equal_j_equal_gain"] = (UNDECIDED, why)
-    precision = next((o for o in outcomes if o.name == "precision_matters_more"), None)
+    precision = next((o for o in results.outcomes if o.name == "precision_matters_more"), None)
     if precision is not None:
-        result = pairs.get(precision.cell)
+        verdict = _pair_verdict(results.precision)
         if precision.diff is None:
             verdicts["precision_matters_more"] = ("undefined", "a cell of the pair is missing")
         elif precision.ci_high < 0:
-            verdicts["precision_matters_more"] = (SUPPORTED, f"{precision.diff:+.3f} [{precision.ci_low:+.3f}, "
-                                                             f"{precision.ci_high:+.3f}] lies below 0")
-        elif precision.ci_low > 0 or _pair_verdict(result) == "equivalent":
-            verdicts["precision_matters_more"] = (REFUTED, f"{precision.diff:+.3f} [{precision.ci_low:+.3f}, "
-                                                           f"{precision.ci_high:+.3f}]: {_pair_verdict(result)}")
+            verdicts["precision_matters_more"] = (SUPPORTED, f"{precision.ci_text} lies below 0")
+        elif precision.ci_low > 0 or verdict == "equivalent":
+            verdicts["precision_matters_more"] = (REFUTED, f"{precision.ci_text}: {verdict}")
         else:
-            verdicts["precision_matters_more"] = (UNDECIDED, f"{precision.diff:+.3f} [{precision.ci_low:+.3f}, "
-                                                             f"{precision.ci_high:+.3f}] covers 0, not inside the margin")
+            verdicts["precision_matters_more"] = (UNDECIDED, f"{precision.ci_text} covers 0, not inside the margin")
     return verdicts
 
 
@@ -185,13 +195,13 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
-    outcomes, pairs = sweep_outcomes(cells, design)
-    written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
+    results = sweep_outcomes(cells, design)
+    written = write_outcomes(outcomes_path, results.outcomes) if outcomes_path else None
     gains = _gains(cells, design)
     plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
     lines = [f"# {title}", "", *_overview(table, design, gains), "",
-             *_prediction_lines(prediction_verdicts(outcomes, pairs), pairs), "",
-             *outcomes_table(outcomes), "",
+             *_prediction_lines(prediction_verdicts(results), results.pairs), "",
+             *outcomes_table(results.outcomes), "",
              "The hacking gap is not reported: under random noise its expectation is fpr - (fpr + fnr) x accuracy "
              "whatever the policy learnt, so it restates pass@1.", "",
              f"![learning gain against Youden's J, paired 95% CIs]({plot.name})", ""]

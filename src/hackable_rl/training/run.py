@@ -112,7 +112,7 @@ def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_cha
 
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     start = ranks.share(open_run_dir(run_dir, config, resume, overwrite, allow_change))
-    recorder = GenerationRecorder(run_dir, gather=ranks.gather if ranks.several else None)
+    recorder = GenerationRecorder(run_dir, gather=ranks.gather)
     if start.step is not None:
         _rewind(run_dir, recorder, start.step)
 
@@ -148,13 +148,7 @@ def _train_beside_main(config: ExperimentConfig, ranks: Ranks, extra_callbacks: 
     model, tokenizer, dataset = _policy_and_prompts(config)
     pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
     recorder = GenerationRecorder(run_dir, gather=ranks.gather)
-    silence_known_warnings()
-    reward = _objective_reward(config, pipeline, recorder, tokenizer)
-    trainer = grpo_trainer_class(reward)(
-        model=model, reward_funcs=[reward], args=build_grpo_args(config, resume_dir(run_dir)), train_dataset=dataset,
-        processing_class=tokenizer, peft_config=build_peft_config(config), callbacks=list(extra_callbacks),
-    )
-    quiet_trainer(trainer)
+    trainer = _grpo_trainer(config, model, tokenizer, dataset, pipeline, recorder, run_dir, list(extra_callbacks))
     trainer.train(resume_from_checkpoint=str(start.checkpoint) if start.checkpoint else None)
     return TrainResult(run_dir, None, trainer.state.global_step, {}, main_process=False)
 
@@ -265,16 +259,25 @@ def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
     callback = RunCallback(context)
     if run.start.step is not None:
         callback.catch_up(_event_log(run.run_dir), run.start.step)
+    callbacks = [callback, training_progress(run.config, lambda: callback.last_row), *extra_callbacks]
+    return _grpo_trainer(run.config, run.model, run.tokenizer, run.dataset, run.pipeline, run.recorder, run.run_dir,
+                         callbacks)
+
+
+def _grpo_trainer(config: ExperimentConfig, model: Any, tokenizer: Any, dataset: Any, pipeline: RewardPipeline,
+                  recorder: GenerationRecorder, run_dir: Path, callbacks: list[Any]) -> Any:
+    """TRL's GRPOTrainer on the policy and prompts, rewarded by the objective, checkpointing into the
+    run folder, quiet on the console: what every training process builds, with its own callbacks."""
     silence_known_warnings()
-    reward = _objective_reward(run.config, run.pipeline, run.recorder, run.tokenizer)
+    reward = _objective_reward(config, pipeline, recorder, tokenizer)
     trainer = grpo_trainer_class(reward)(
-        model=run.model,
+        model=model,
         reward_funcs=[reward],
-        args=build_grpo_args(run.config, resume_dir(run.run_dir)),
-        train_dataset=run.dataset,
-        processing_class=run.tokenizer,
-        peft_config=build_peft_config(run.config),
-        callbacks=[callback, training_progress(run.config, lambda: callback.last_row), *extra_callbacks],
+        args=build_grpo_args(config, resume_dir(run_dir)),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=build_peft_config(config),
+        callbacks=callbacks,
     )
     quiet_trainer(trainer)
     return trainer

@@ -43,13 +43,10 @@ def greedy_accuracy(
     outputs = generate_completions(
         model, tokenizer, prompts, settings, config.evaluation.batch_size, config.seed, label="warm start accuracy"
     )
-    correct = [_judged_correct(output.text, row, config) for (_, row), output in zip(rows, outputs, strict=True)]
+    judge = JudgeOptions.of(config.rewards, "strict")
+    correct = [judge.judge(output.text, str(row["reference"])).correct  # None: the reference does not parse
+               for (_, row), output in zip(rows, outputs, strict=True)]
     return _accuracy_summary(_tally(rows, correct), correct.count(None), outputs)
-
-
-def _judged_correct(completion: str, row: dict[str, Any], config: ExperimentConfig) -> bool | None:
-    """The strict judge's verdict; None when the row's reference cannot be parsed (not judged)."""
-    return JudgeOptions.of(config.rewards, "strict").judge(completion, str(row["reference"])).correct
 
 
 def _tally(rows: Sequence[tuple[int, dict[str, Any]]], correct: Sequence[bool | None]) -> Tally:
