@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.numerics import dispatch_record
+
 _PACKAGES = (
     "hackable-rl", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers",
     "mlflow", "dvc", "numpy", "math-verify", "pydantic",
@@ -116,6 +118,7 @@ def hardware() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpu_count": os.cpu_count(),
+        "cpu_dispatch": dispatch_record(),
     }
     torch = sys.modules.get("torch")  # only describe the accelerator when torch is already in use
     if torch is not None:

@@ -25,6 +25,7 @@ from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
+from hackable_rl.numerics import DISPATCH_VARIABLE, dispatch_record
 from hackable_rl.payoff import own_cell_payoff, write_payoff
 from hackable_rl.scoring import RewardPipeline, build_reward_pipeline
 from hackable_rl.storage import Storage
@@ -215,7 +216,7 @@ def _start_logging(
     folder), tags, provenance."""
     tracker.log_params(flatten_config(config))
     tracker.log_artifact(run_dir / "config.yaml")
-    tracker.set_tags(identity.tags())
+    tracker.set_tags({**identity.tags(), "cpu_dispatch": str(dispatch_record()[DISPATCH_VARIABLE])})
     tracker.log_dict({"packages": package_versions(), "hardware": hardware()}, "environment.json")
     dataset = dataset_input(Storage.of(config.storage).dataset_dir(config.data.name), "train")
     if dataset is not None:

@@ -1,0 +1,63 @@
+"""The CPU instruction set PyTorch's kernels dispatch to, pinned before torch is imported.
+
+PyTorch picks its CPU kernels by what the processor offers: AVX-512 where it has it, else AVX2.
+The two round differently (another reduction order), so the same seed and steps give a different
+warm start on an AVX-512 machine than on an AVX2 one, and every number downstream moves with it
+(docs/reproducibility.md). Pinning the dispatch to AVX2, which every x86-64 CPU of the last decade
+has, makes a fresh `dvc repro` give the same bytes on all of them.
+
+- A value the user set (`ATEN_CPU_CAPABILITY` in the environment) wins.
+- Only on x86-64: ARM CPUs have other kernels (NEON, SVE), and their numbers differ anyway.
+- Not with an NVIDIA driver present: the policy runs on the GPU there, whose kernels this does not touch.
+- It must run before the first `import torch`, which reads it once; `hackable_rl/__init__.py` calls it,
+  so any `import hackable_rl...` sets it.
+
+MKL_CBWR and ONEDNN_MAX_CPU_ISA were measured and changed nothing further for the ops used here.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+DISPATCH_VARIABLE = "ATEN_CPU_CAPABILITY"
+PINNED_CAPABILITY = "avx2"
+_NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+
+
+def pin_cpu_dispatch() -> str | None:
+    """Sets ATEN_CPU_CAPABILITY=avx2 where it applies and torch is not loaded yet; returns the value in
+    force (the user's own, the pinned one) or None where nothing is pinned."""
+    if DISPATCH_VARIABLE in os.environ:
+        return os.environ[DISPATCH_VARIABLE]
+    if platform.machine().lower() not in ("x86_64", "amd64") or _NVIDIA_DRIVER.exists():
+        return None
+    if "torch" in sys.modules:  # too late to take effect: leave the environment telling the truth
+        return None
+    os.environ[DISPATCH_VARIABLE] = PINNED_CAPABILITY
+    return PINNED_CAPABILITY
+
+
+def dispatch_record() -> dict[str, str | None]:
+    """What the run's environment record says of the dispatch: the variable and, once torch is
+    loaded, the capability its kernels actually use."""
+    record: dict[str, str | None] = {DISPATCH_VARIABLE: os.environ.get(DISPATCH_VARIABLE)}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        record["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    record["cpu_has_avx512f"] = _cpu_has_flag("avx512f")
+    return record
+
+
+def _cpu_has_flag(flag: str) -> str | None:
+    """'yes' or 'no' from /proc/cpuinfo's flags; None where the file does not say (not Linux)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return "yes" if flag in line.split() else "no"
+    return None
