@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import shutil
 import tempfile
 import time
 from collections import defaultdict
@@ -68,7 +69,7 @@ def print_table(title: str, clock: PartClock, parts: tuple[str, ...], steps: int
     named = {part: clock.seconds.get(part, 0.0) / steps for part in parts}
     named["other"] = per_step - sum(named.values())
     print(f"\n{title}: {per_step:.3f} s per step over {steps} steps")
-    print(f"| part | s per step | share |\n| --- | --- | --- |")
+    print("| part | s per step | share |\n| --- | --- | --- |")
     for part, seconds in named.items():
         print(f"| {part} | {seconds:.4f} | {seconds / per_step:.1%} |")
 
@@ -140,6 +141,7 @@ def profile_warmstart(config) -> None:
             return original_steps(model, *args, **kwargs)
         finally:
             window["end"] = time.perf_counter()
+            window["seconds"] = dict(clock.seconds)  # the accuracy check's generation comes after: not a step
 
     stage.sft_steps = timed_steps
     clock.wrap(torch.optim.AdamW, "step", "optimizer")
@@ -154,6 +156,7 @@ def profile_warmstart(config) -> None:
 
     stage._step_logger = timed_logger
     train_tiny_policy(config, Path(config.storage.cache_dir) / "warmstart.json")
+    clock.seconds = window["seconds"]
     print_table("warm-start step (SFT, MLflow loss every 10 steps)", clock, WARMSTART_PARTS,
                 config.warmstart.steps, window["end"] - window["start"])
 
@@ -186,9 +189,8 @@ def main() -> None:
         run_warmstart(base, workdir / "metrics" / "warmstart.json")
     # the warm-start profile writes its short policy into a cache of its own, beside the real one
     profile_cache = workdir / "warmstart-profile"
-    (profile_cache / "datasets").mkdir(parents=True, exist_ok=True)
-    if not (profile_cache / "datasets" / base.data.name).exists():
-        (profile_cache / "datasets" / base.data.name).symlink_to(datasets / base.data.name)
+    if not (profile_cache / "datasets" / base.data.name).exists():  # a copy: storage refuses links out of it
+        shutil.copytree(datasets / base.data.name, profile_cache / "datasets" / base.data.name)
     warm = load_config(REPO / "params.yaml", [f"warmstart.steps={options.warmstart_steps}", "warmstart.eval_size=20",
                                               f"storage.cache_dir={profile_cache}", *options.overrides])
     profile_warmstart(warm)

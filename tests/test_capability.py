@@ -122,7 +122,7 @@ def test_pretrained_sft_warm_start_then_gated_training(tiny_project, tmp_path, m
     project = tmp_path / "project"
     shutil.copytree(tiny_project, project)
     monkeypatch.chdir(project)
-    source = project / "cache" / "models" / "tiny-arith"
+    source = project / "cache" / "models" / "tiny-arith-w0"
     config = load_config(
         "params.yaml",
         [

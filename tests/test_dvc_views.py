@@ -35,7 +35,7 @@ def test_the_report_stage_writes_the_headline_it_declares():
     report = ROOT_DVC["stages"]["report"]
     assert "--headline metrics/headline.json" in report["cmd"]
     assert {"method", "corruption.channel", "corruption.rate"} <= set(report["params"])
-    prompts = {f"metrics/{policy}/prompts.jsonl" for policy in ("base", "clean/s0", "clean/s1", "trained/s0", "trained/s1")}
+    prompts = {f"metrics/{policy}/s{seed}/prompts.jsonl" for policy in ("base", "clean", "trained") for seed in (0, 1, 2)}
     assert prompts <= set(report["deps"])  # the CIs are bootstrapped from the per-prompt results
 
 

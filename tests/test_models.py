@@ -158,7 +158,7 @@ def test_peft_adapter_folder_loads_on_its_base(tiny, tokenizer, tmp_path):
 
 def test_policy_dir_of_the_tiny_model(tmp_path):
     config = _config(tmp_path, data={"name": "arith"})
-    assert policy_dir(config) == (tmp_path / "cache" / "models" / "tiny-arith").resolve()
+    assert policy_dir(config) == (tmp_path / "cache" / "models" / "tiny-arith-w0").resolve()
 
 
 def test_missing_tiny_policy_says_to_run_warmstart(tmp_path):

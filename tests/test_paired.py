@@ -1,4 +1,5 @@
-"""Paired comparisons: the bootstrap against closed forms, reproducibility, per-prompt results, CLI."""
+"""Paired comparisons: t-intervals across replicates and the conditional prompt bootstrap against closed
+forms, reproducibility, per-prompt results, CLI."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from typer.testing import CliRunner
 from hackable_rl.cli import app
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.paired import (
+    NO_TEST,
     Comparison,
     PromptResult,
-    bootstrap_mean_ci,
     compare,
+    compare_matrix,
+    conditional_ci,
     equivalence_test,
     equivalence_verdict,
     prompt_results,
@@ -28,9 +31,9 @@ def results(correct: list[int], n: int = 4, greedy: list[bool] | None = None) ->
     return [PromptResult(f"p{i}", n, c, g, None, None) for i, (c, g) in enumerate(zip(correct, greedy, strict=True))]
 
 
-def test_constant_differences_have_a_zero_width_interval():
-    diff, low, high = bootstrap_mean_ci(np.full((1, 50), 0.25))
-    assert (diff, low, high) == pytest.approx((0.25, 0.25, 0.25))
+def test_constant_differences_have_a_zero_width_conditional_interval():
+    low, high = conditional_ci(np.full((1, 50), 0.25))
+    assert (low, high) == pytest.approx((0.25, 0.25))
 
 
 def test_prompt_bootstrap_matches_the_normal_interval_of_a_bernoulli_mean():
@@ -38,45 +41,48 @@ def test_prompt_bootstrap_matches_the_normal_interval_of_a_bernoulli_mean():
     # 95% interval is 0.3 +- 1.96 * 0.0229 = [0.255, 0.345] (closed form; the bootstrap agrees to ~0.005).
     differences = np.zeros((1, 400))
     differences[0, :120] = 1.0
-    diff, low, high = bootstrap_mean_ci(differences)
+    low, high = conditional_ci(differences)
     half = 1.96 * math.sqrt(0.3 * 0.7 / 400)
-    assert diff == pytest.approx(0.3)
     assert low == pytest.approx(0.3 - half, abs=0.006) and high == pytest.approx(0.3 + half, abs=0.006)
 
 
-def test_the_bootstrap_is_reproducible_and_seeded():
+def test_the_conditional_bootstrap_is_reproducible_and_seeded():
     rng = np.random.default_rng(1)
     differences = rng.normal(0.1, 0.3, size=(2, 200))
-    assert bootstrap_mean_ci(differences, seed=3) == bootstrap_mean_ci(differences, seed=3)
-    assert bootstrap_mean_ci(differences, seed=3) != bootstrap_mean_ci(differences, seed=4)
+    assert conditional_ci(differences, seed=3) == conditional_ci(differences, seed=3)
+    assert conditional_ci(differences, seed=3) != conditional_ci(differences, seed=4)
 
 
-def test_seeds_that_disagree_widen_the_interval():
-    # Two seeds with the same per-prompt noise but means 0.0 and 0.2: the seed level adds spread.
+def test_replicates_that_disagree_widen_the_interval_and_the_prompt_bootstrap_cannot_see_it():
+    # Two replicates with the same per-prompt noise but means 0.0 and 0.2: the replicate level adds spread.
     noise = np.random.default_rng(0).normal(0, 0.1, size=300)
-    agreeing = np.stack([noise + 0.1, noise + 0.1])
-    disagreeing = np.stack([noise, noise + 0.2])
-    _, low_a, high_a = bootstrap_mean_ci(agreeing)
-    diff, low_d, high_d = bootstrap_mean_ci(disagreeing)
-    assert diff == pytest.approx(0.1 + noise.mean())
-    assert high_d - low_d > 5 * (high_a - low_a)
+    agreeing = compare_matrix("pass_at_1", np.stack([noise + 0.1, noise + 0.1]), 0)
+    disagreeing = compare_matrix("pass_at_1", np.stack([noise, noise + 0.2]), 0)
+    assert disagreeing.diff == pytest.approx(0.1 + noise.mean())
+    assert disagreeing.ci_high - disagreeing.ci_low > 5 * (agreeing.ci_high - agreeing.ci_low)
+    assert disagreeing.per_replicate == pytest.approx([noise.mean(), noise.mean() + 0.2])
+    conditional = disagreeing.conditional_ci_high - disagreeing.conditional_ci_low
+    assert conditional < (disagreeing.ci_high - disagreeing.ci_low) / 10
 
 
-def test_compare_pairs_prompts_and_keeps_a_prompts_samples_together():
+def test_compare_pairs_prompts_and_one_replicate_has_no_interval():
     a = results([4, 4, 0, 2])  # pass@1 1, 1, 0, 0.5
     b = results([0, 4, 0, 2])  # pass@1 0, 1, 0, 0.5
     comparison = compare([a], [b])
     assert comparison.diff == pytest.approx(0.25)
-    assert (comparison.n_prompts, comparison.n_samples, comparison.n_seeds) == (4, 16, 1)
-    assert 0.0 <= comparison.ci_low <= comparison.diff <= comparison.ci_high <= 1.0
+    assert (comparison.n_prompts, comparison.n_samples, comparison.n_replicates) == (4, 16, 1)
+    assert comparison.ci_low is None and comparison.reason and not comparison.detected
+    assert 0.0 <= comparison.conditional_ci_low <= comparison.diff <= comparison.conditional_ci_high <= 1.0
 
 
-def test_compare_pairs_by_seed_when_both_sides_were_trained():
-    a_seeds = [results([4, 4]), results([2, 2])]
-    b_seeds = [results([2, 2]), results([2, 2])]
+def test_compare_pairs_by_replicate_when_both_sides_were_trained():
+    a_seeds = [results([4, 4]), results([2, 2]), results([3, 3])]
+    b_seeds = [results([2, 2]), results([2, 2]), results([2, 2])]
     comparison = compare(a_seeds, b_seeds)
-    assert comparison.diff == pytest.approx((0.5 + 0.0) / 2)
-    assert comparison.n_seeds == 2
+    assert comparison.per_replicate == pytest.approx([0.5, 0.0, 0.25])
+    assert comparison.diff == pytest.approx(0.25) and comparison.n_replicates == 3
+    assert comparison.sd == pytest.approx(0.25)
+    assert comparison.ci_low < 0 < comparison.ci_high and not comparison.detected
 
 
 def test_compare_greedy_accuracy_and_refuses_mismatched_seeds():
@@ -87,9 +93,13 @@ def test_compare_greedy_accuracy_and_refuses_mismatched_seeds():
         compare([a, a], [b, b, b])
 
 
+def _comparison(diff: float, low: float | None, high: float | None) -> Comparison:
+    return Comparison("pass_at_1", diff, low, high, 500, 4000, 3, [diff] * 3, 0.01, 0.01, low or diff, high or diff)
+
+
 def test_describe_says_no_difference_detected_when_the_interval_covers_zero():
-    assert Comparison("pass_at_1", 0.162, 0.131, 0.193, 500, 4000, 2).describe() == "+0.162 [0.131, 0.193]"
-    covering = Comparison("pass_at_1", 0.01, -0.02, 0.04, 500, 4000, 2).describe()
+    assert _comparison(0.162, 0.131, 0.193).describe() == "+0.162 [0.131, 0.193]"
+    covering = _comparison(0.01, -0.02, 0.04).describe()
     assert covering.endswith("no difference detected") and "higher" not in covering
 
 
@@ -103,30 +113,29 @@ def test_tost_verdicts_follow_the_declared_margin():
 
 
 def test_equivalence_of_a_constant_difference_is_its_value_against_the_margin():
-    # every replicate mean is 0.01: both CIs are [0.01, 0.01], so only the margin decides
-    constant = np.full((1, 50), 0.01)
+    # every replicate's difference is 0.01: both intervals are [0.01, 0.01], so only the margin decides
+    constant = np.full((3, 50), 0.01)
     assert equivalence_test(constant, 0.02).verdict == "equivalent"
     narrow = equivalence_test(constant, 0.005)
     assert (narrow.ci90_low, narrow.ci90_high, narrow.verdict) == (pytest.approx(0.01), pytest.approx(0.01), "different")
+    assert equivalence_test(np.full((1, 50), 0.01), 0.02).verdict == NO_TEST
 
 
-def test_equivalence_matches_the_normal_interval_of_a_mean_zero_difference():
-    # 400 prompts, half +0.1 and half -0.1: mean 0, standard error 0.1 / sqrt(400) = 0.005, so the 90%
-    # CI is 0 +- 1.645 * 0.005 = [-0.0082, +0.0082] (closed form; the bootstrap agrees to ~0.001)
-    differences = np.tile([0.1, -0.1], 200)[None, :]
-    half = 1.645 * 0.1 / math.sqrt(400)
-    test = equivalence_test(differences, 0.012)
-    assert test.ci90_low == pytest.approx(-half, abs=0.0012) and test.ci90_high == pytest.approx(half, abs=0.0012)
+def test_equivalence_reads_the_90_t_interval_across_replicates():
+    # replicate differences -0.01, 0, +0.01: mean 0, sd 0.01, t(0.95, 2) = 2.92 -> 90% CI 0 +- 0.0169
+    differences = np.array([[-0.01] * 4, [0.0] * 4, [0.01] * 4])
+    half = 2.919985580355516 * 0.01 / math.sqrt(3)
+    test = equivalence_test(differences, 0.02)
+    assert (test.ci90_low, test.ci90_high) == pytest.approx((-half, half))
     assert test.verdict == "equivalent"
-    assert equivalence_test(differences, 0.006).verdict == "no difference detected"
-    assert equivalence_test(differences, 0.012, seed=3) == equivalence_test(differences, 0.012, seed=3)
+    assert equivalence_test(differences, 0.015).verdict == "no difference detected"
 
 
-def test_a_margin_adds_the_test_and_without_one_the_record_is_unchanged():
+def test_a_margin_adds_the_test_and_the_record_round_trips():
     a, b = results([4, 4, 0, 2] * 10), results([4, 4, 0, 2] * 10)
-    plain = compare([a], [b])
-    assert list(plain.record()) == ["metric", "diff", "ci_low", "ci_high", "n_prompts", "n_samples", "n_seeds"]
-    tested = compare([a], [b], margin=0.02)
+    plain = compare([a, a, a], [b, b, b])
+    assert list(plain.record())[:7] == ["metric", "diff", "ci_low", "ci_high", "n_prompts", "n_samples", "n_replicates"]
+    tested = compare([a, a, a], [b, b, b], margin=0.02)
     assert tested.record() == plain.record() | {"margin": 0.02, "ci90_low": 0.0, "ci90_high": 0.0, "verdict": "equivalent"}
     assert tested.describe() == "+0.000 [0.000, 0.000], equivalent: 90% CI [+0.000, +0.000] inside ±0.020"
     assert Comparison.from_record(tested.record()) == tested and Comparison.from_record(plain.record()) == plain
@@ -157,8 +166,10 @@ def test_cli_compare_writes_every_named_comparison(tmp_path):
     ])
     assert result.exit_code == 0, result.output
     entry = json.loads(out.read_text())["clean_vs_base"]
-    assert set(entry) == {"metric", "diff", "ci_low", "ci_high", "n_prompts", "n_samples", "n_seeds"}
+    assert {"n_replicates", "per_replicate", "sd", "p_value", "p_holm", "family", "interval_method",
+            "conditional_ci_low", "conditional_ci_high", "reason"} <= set(entry)
     assert entry["metric"] == "pass_at_1" and entry["diff"] == pytest.approx(0.6875)
+    assert entry["ci_low"] is None and entry["reason"].startswith("one replicate")  # one folder each: a pilot
     assert "clean_vs_base: pass_at_1 +0.688" in result.output
 
 
@@ -169,21 +180,25 @@ def test_cli_compare_names_a_missing_per_prompt_file(tmp_path):
     assert result.exit_code == 2 and "nowhere/prompts.jsonl" in result.output and "Traceback" not in result.output
 
 
-def test_cli_compare_margin_adds_the_90_ci_and_the_verdict(tmp_path):
-    folders = {}
-    for name, correct in {"base": [1, 1, 1, 1], "clean": [4, 3, 4, 4]}.items():
-        folders[name] = tmp_path / name
-        write_prompt_results(folders[name] / "prompts.jsonl", results(correct))
-    args = ["compare", "--policy", f"base={folders['base']}", "--policy", f"clean={folders['clean']}",
+def test_cli_compare_margin_adds_the_90_ci_the_verdict_and_holm(tmp_path):
+    folders: dict[str, list] = {}
+    replicates = {"base": [[1, 1, 1, 1], [1, 2, 1, 1], [1, 1, 2, 1]], "clean": [[4, 3, 4, 4], [4, 4, 4, 3], [3, 4, 4, 4]]}
+    for name, per_replicate in replicates.items():
+        folders[name] = [tmp_path / name / f"s{index}" for index in range(3)]
+        for folder, correct in zip(folders[name], per_replicate, strict=True):
+            write_prompt_results(folder / "prompts.jsonl", results(correct))
+    policies = [f"{name}={','.join(map(str, paths))}" for name, paths in folders.items()]
+    args = ["compare", "--policy", policies[0], "--policy", policies[1],
             "--pair", "clean:base", "--pair", "clean:clean", "--out", str(tmp_path / "compare.json")]
     result = CliRunner().invoke(app, [*args, "--margin", "0.05"])
     assert result.exit_code == 0, result.output
     written = json.loads((tmp_path / "compare.json").read_text())
     entry = written["clean_vs_base"]
     assert list(entry)[-4:] == ["margin", "ci90_low", "ci90_high", "verdict"]
-    assert entry["margin"] == 0.05 and entry["verdict"] == "different"
+    assert entry["margin"] == 0.05 and entry["verdict"] == "different" and entry["n_replicates"] == 3
     assert entry["ci_low"] <= entry["ci90_low"] <= entry["diff"] <= entry["ci90_high"] <= entry["ci_high"]
+    assert entry["p_holm"] >= entry["p_value"] and entry["family"] == "pass@1 of the declared pairs"
     assert written["clean_vs_clean"]["verdict"] == "equivalent"  # identical results: both CIs are [0, 0]
-    assert "clean_vs_clean: pass_at_1 +0.000 [0.000, 0.000], equivalent: 90% CI" in result.output
+    assert "clean_vs_clean: pass_at_1 +0.000 [0.000, 0.000]" in result.output
     refused = CliRunner().invoke(app, [*args, "--margin", "0"])
     assert refused.exit_code == 2 and "compare --margin: equivalence margin 0.0" in refused.output

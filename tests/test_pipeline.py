@@ -47,8 +47,10 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     assert (repo / "cache/datasets/arith/manifest.json").exists()
     for split in ("train", "validation", "test", "sft"):
         assert (repo / f"cache/datasets/arith/{split}.jsonl").exists(), split
-    assert (repo / "cache/models/tiny-arith/model.safetensors").exists()
-    for seed in (0, 1):  # two training seeds per condition, side by side
+    for seed in (0, 1, 2):  # three replicates, each a whole pipeline seed: its own warm start first
+        assert (repo / f"cache/models/tiny-arith-w{seed}/model.safetensors").exists()
+        for name in (f"warmstart/s{seed}/warmstart.json", f"base/s{seed}/eval.json", f"base/s{seed}/prompts.jsonl"):
+            assert (repo / "metrics" / name).exists(), name
         run_dir = repo / f"cache/artifacts/runs/baseline-flip-r0.2-s{seed}"
         assert (run_dir / "generations/step-00002.jsonl").exists()
         assert (run_dir / "checkpoints/permanent/step-1/model.safetensors").exists()
@@ -59,24 +61,24 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
         for policy in ("clean", "trained"):
             for name in ("train.json", "eval.json", "prompts.jsonl", "train_curve.csv"):
                 assert (repo / "metrics" / policy / f"s{seed}" / name).exists(), (policy, seed, name)
-    for name in ("warmstart.json", "base/eval.json", "base/prompts.jsonl"):
-        assert (repo / "metrics" / name).exists(), name
     assert (repo / "reports/report.md").exists()
     headline = json.loads((repo / "metrics/headline.json").read_text())  # what `dvc exp show` lists
-    assert headline["condition"] == "baseline-flip-r0.2" and headline["seeds"] == "0,1"
+    assert headline["condition"] == "baseline-flip-r0.2" and headline["seeds"] == "0,1,2"
     assert headline["ci_low"] <= headline["pass@1"] <= headline["ci_high"]
     evaluated = json.loads((repo / "metrics/trained/s0/eval.json").read_text())
     assert evaluated["n_prompts"] == 4 and evaluated["split"] == "test"
     compared = json.loads((repo / "metrics/compare.json").read_text())
     for name in ("clean_vs_base", "trained_vs_base", "trained_vs_clean"):
         entry = compared[name]
-        assert entry["metric"] == "pass_at_1" and entry["n_prompts"] == 4 and entry["n_seeds"] == 2
+        assert entry["metric"] == "pass_at_1" and entry["n_prompts"] == 4 and entry["n_replicates"] == 3
+        assert len(entry["per_replicate"]) == 3 and entry["interval_method"].startswith("t-interval")
         assert entry["ci_low"] <= entry["diff"] <= entry["ci_high"]
+        assert entry["family"] and (entry["p_holm"] is None) == (entry["p_value"] is None)
 
     client = MlflowClient(f"sqlite:///{repo / 'cache/mlflow/mlflow.db'}")
     runs = client.search_runs([client.get_experiment_by_name("tests").experiment_id])
     kinds = sorted(run.data.tags["hackable_rl.kind"] for run in runs)
-    assert kinds == ["eval", "train", "train", "train", "train", "warmstart"]
+    assert kinds == ["eval"] * 3 + ["train"] * 6 + ["warmstart"] * 3
     trained = next(run for run in runs if run.data.tags["hackable_rl.kind"] == "train"
                    and run.data.tags["corruption.rate"] == "0.2")
     assert "eval_pass_at_1" in trained.data.metrics

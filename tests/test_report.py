@@ -201,26 +201,30 @@ def _policy(folder: Path, correct: list[int], greedy: list[bool], eval_metrics: 
 
 def test_single_report_from_metrics_folder(tmp_path: Path) -> None:
     metrics = tmp_path / "metrics"
-    metrics.mkdir()
-    (metrics / "warmstart.json").write_text(json.dumps({"accuracy": 0.55}))
-    _policy(metrics / "base", [1, 1, 1, 1], [False, True, False, True], {"pass_at_1": 0.25, "pass_at_4": 0.8})
+    for seed, accuracy in ((0, 0.55), (1, 0.6)):  # one warm start per replicate
+        (metrics / "warmstart" / f"s{seed}").mkdir(parents=True)
+        (metrics / "warmstart" / f"s{seed}" / "warmstart.json").write_text(json.dumps({"accuracy": accuracy}))
+    _policy(metrics / "base" / "s0", [1, 1, 1, 1], [False, True, False, True], {"pass_at_1": 0.25, "pass_at_4": 0.8})
     for seed in (0, 1):
         _policy(metrics / "clean" / f"s{seed}", [4, 3, 4, 4], [True] * 4, {"pass_at_1": 0.9375, "pass_at_4": 1.0})
         (metrics / "clean" / f"s{seed}" / "train_curve.csv").write_text("step,judge_correctness\n1,0.5\n2,0.7\n")
     _policy(metrics / "trained" / "s0", [2, 2, 2, 2], [True, True, False, False], {"pass_at_1": 0.5})
+    entry = {"metric": "pass_at_1", "n_prompts": 4, "n_samples": 16, "n_replicates": 2, "per_replicate": [0.6, 0.7],
+             "sd": 0.07, "p_value": 0.01, "conditional_ci_low": 0.6, "conditional_ci_high": 0.75}
     (metrics / "compare.json").write_text(json.dumps({
-        "clean_vs_base": {"metric": "pass_at_1", "diff": 0.6875, "ci_low": 0.6, "ci_high": 0.75,
-                          "n_prompts": 4, "n_samples": 16, "n_seeds": 2},
-        "trained_vs_clean": {"metric": "pass_at_1", "diff": -0.01, "ci_low": -0.05, "ci_high": 0.03,
-                             "n_prompts": 4, "n_samples": 16, "n_seeds": 1},
+        "clean_vs_base": {**entry, "diff": 0.6875, "ci_low": 0.6, "ci_high": 0.75},
+        "trained_vs_clean": {**entry, "diff": -0.01, "ci_low": -0.05, "ci_high": 0.03},
+        "trained_vs_base": {**entry, "n_replicates": 1, "per_replicate": [0.2], "sd": None, "p_value": None,
+                            "diff": 0.2, "ci_low": None, "ci_high": None, "reason": "one replicate: a pilot"},
     }))
     out = tmp_path / "reports"
     report = build_single_report(SingleInputs.under(metrics), out, "root run", "flip at rate 0.2")
     text = report.read_text()
-    assert "- warm start, validation greedy accuracy: 0.550" in text
-    assert "- base (no RL): sampled pass@1 0.250 [0.250, 0.250], greedy 0.500 [0.000, 1.000] (1 seed)" in text
-    assert "- clean-trained (rate 0): sampled pass@1 0.938" in text and "(2 seeds)" in text
-    assert "- clean_vs_base: pass_at_1 +0.688 [0.600, 0.750] (4 prompts, 2 seed(s))" in text
+    assert "- warm start, validation greedy accuracy: 0.550, 0.600 (2 warm starts)" in text
+    assert "- base (no RL): sampled pass@1 0.250 (one replicate" in text and "(1 replicate)" in text
+    assert "- clean-trained (rate 0): sampled pass@1 0.938 [0.938, 0.938]" in text and "(2 replicates)" in text
+    assert "- clean_vs_base: pass_at_1 +0.688 [0.600, 0.750] (4 prompts, 2 replicate(s))" in text
+    assert "- trained_vs_base: pass_at_1 +0.200 (one replicate: a pilot)" in text
     assert "- trained_vs_clean: pass_at_1 -0.010 [-0.050, 0.030], no difference detected" in text
     assert "| metric | base (no RL) | clean-trained (rate 0) | trained (flip at rate 0.2) |" in text
     assert "| pass_at_4 | 0.800 | 1.000 | n/a |" in text
@@ -244,7 +248,7 @@ def test_headline_is_the_corrupted_runs_with_their_ci_and_the_clean_reference(tm
     assert tuple(headline) == HEADLINE_KEYS
     assert headline["condition"] == "robust-flip-r0.4" and headline["seeds"] == "0,1"
     assert headline["pass@1"] == 0.75  # seed means 0.5 and 1.0
-    assert headline["ci_low"] <= 0.75 <= headline["ci_high"] and headline["ci_low"] >= 0.5
+    assert headline["ci_low"] < 0.5 and headline["ci_high"] > 1.0  # two replicates, 0.5 and 1.0: t(0.975, 1) = 12.7
     assert headline["gap"] == 0.25 and headline["clean"] == 0.938
     empty = headline_metrics(SingleInputs.under(tmp_path / "none"), "baseline", "flip", 0.2)
     assert empty["seeds"] == "" and empty["pass@1"] is None and empty["clean"] is None

@@ -95,7 +95,7 @@ def test_push_then_pull_in_a_fresh_clone_reruns_nothing(ran_repo, tmp_path):
     clone = tmp_path / "clone"
     _run(["git", "clone", "-q", str(ran_repo), str(clone)], tmp_path)
     outs = _cached_outs(clone)
-    assert {"cache/models/tiny-arith", "cache/artifacts/eval/trained"} <= set(outs)
+    assert {"cache/models/tiny-arith-w0", "cache/artifacts/eval/trained"} <= set(outs)
     assert not any((clone / out).exists() for out in outs)  # Git carried none of them
     with _timed("dvc pull"):
         _run(["dvc", "pull"], clone)
@@ -108,7 +108,7 @@ def test_push_then_pull_in_a_fresh_clone_reruns_nothing(ran_repo, tmp_path):
     assert not _run(["git", "status", "--porcelain"], clone)  # dvc.lock untouched
     restored, original = _file_hashes(clone, outs), _file_hashes(ran_repo, outs)
     assert restored == original
-    for out in ("cache/models/tiny-arith/model.safetensors", "cache/artifacts/eval/trained/s0/generations.jsonl"):
+    for out in ("cache/models/tiny-arith-w0/model.safetensors", "cache/artifacts/eval/trained/s0/generations.jsonl"):
         assert out in restored, out
 
 

@@ -184,5 +184,6 @@ def test_the_study_report_compares_under_both_judges_and_counts_their_disagreeme
     text = "\n".join(outcomes_markdown(load_cells(tmp_path)))
     assert "| A - B | pass@1 | pass@1, transferred judge | hacking gap | seeds |" in text
     # strict: (3 + 4) / 8 - (1 + 2) / 8 = +0.5; transferred: (2 + 4) / 8 - (1 + 2) / 8 = +0.375
-    assert "| baseline r0.2 - base r0.2 | +0.500 [+0.500, +0.500] | +0.375 [" in text
+    # one seed: the values, and no interval (a pilot)
+    assert "| baseline r0.2 - base r0.2 | +0.500 (one replicate: no between-replicate interval (a pilot)) | +0.375 (" in text
     assert "| baseline r0.2 | 0.875 | 0.750 | -0.375 | 10 of 80 | 1 |" in text

@@ -127,7 +127,7 @@ def test_warmstart_end_to_end_writes_model_and_metrics(tmp_path):
     metrics = run_warmstart(config, metrics_path)
 
     target = policy_dir(config)
-    assert target.name == "tiny-fixture"
+    assert target.name == "tiny-fixture-w0"  # one warm start per replicate (pipeline seed 0)
     assert (target / "model.safetensors").exists() and (target / "tokenizer.json").exists()
     record = json.loads((target / "warmstart.json").read_text())
     assert record["steps"] == 5 and record["seed"] == 0 and len(record["config_hash"]) == 16

@@ -357,17 +357,17 @@ def compare_command(
 
 
 @app.command()
-def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None) -> None:
-    """Warm-start the tiny policy (tokenizer + SFT on worked solutions, held-out greedy accuracy), or
-    record the pinned reference of a pretrained model.source. Writes metrics/warmstart.json."""
+def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None,
+              metrics_dir: Annotated[Path, typer.Option(help="Where warmstart.json goes.")] = Path("metrics")) -> None:
+    """Warm-start the tiny policy (tokenizer, SFT, held-out greedy accuracy) or record a pretrained source."""
     from hackable_rl.models.loading import policy_dir
     from hackable_rl.summaries import warmstart_line
     from hackable_rl.warmstart import run_warmstart
 
     cfg = _model_config(config, overrides)
-    metrics = run_warmstart(cfg)
-    typer.echo(warmstart_line(metrics, cfg.model.source))
-    typer.echo(f"policy: {policy_dir(cfg)}")
+    check_output_path(metrics_dir, "--metrics-dir", folder=True)
+    metrics = run_warmstart(cfg, metrics_dir / "warmstart.json")
+    typer.echo(f"{warmstart_line(metrics, cfg.model.source)}\npolicy: {policy_dir(cfg)}")
 
 
 @app.command()

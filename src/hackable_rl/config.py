@@ -223,6 +223,9 @@ class WarmstartConfig(Section):
     """Validation prompts scored by greedy decoding after the warm start (never the test split)."""
     target_accuracy: tuple[Probability, Probability] = (0.4, 0.7)
     """Band the held-out greedy accuracy should land in; outside it the stage warns."""
+    seed: NonNegativeInt | None = None
+    """Tiny policy's warm-start seed (init, batch order) and folder `tiny-<data>-w<seed>`. null: the
+    pipeline `seed`, so a replicate is a whole pipeline seed. A study on one warm start sets it."""
     pretrained_sft: bool = False
     """Pretrained model.source only: fine-tune it on the worked solutions (sft.jsonl) with the steps,
     batch_size and learning_rate above, save it as a safetensors folder (policy_dir) and start GRPO
@@ -292,6 +295,8 @@ class TrainerConfig(Section):
     """Data-parallel processes (set by the launcher for multi-GPU; enters the effective batch)."""
     missing_reward_value: FiniteFloat = 0.0
     """Reward imputed for a missing training reward during optimisation (evaluation keeps it missing)."""
+    share_prompt_prefix: bool = True
+    """A group's prompt once in prefill and loss (`models.shared_prefix`); false: every row, as TRL."""
 
     @property
     def effective_batch_size(self) -> int:
@@ -479,6 +484,8 @@ class EvaluationConfig(Section):
     """Prompts of that split evaluated (null: all)."""
     batch_size: PositiveInt = 64
     """Sequences generated per forward batch."""
+    share_prompt_prefix: bool = True
+    """Run the prompt of a prompt's n samples once in the prefill (`models.shared_prefix`)."""
     decoding: Literal["sample", "greedy"] = "sample"
     """Stochastic sampling (temperature/top_p below) or greedy decoding."""
     greedy: bool = True
@@ -618,6 +625,10 @@ class ExperimentConfig(Section):
     @property
     def corruption_seed(self) -> int:
         return self.seed if self.corruption.seed is None else self.corruption.seed
+
+    @property
+    def warmstart_seed(self) -> int:  # `warmstart.seed`, else the pipeline seed
+        return self.seed if self.warmstart.seed is None else self.warmstart.seed
 
     @property
     def run_name(self) -> str:

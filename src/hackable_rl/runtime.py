@@ -23,6 +23,10 @@ def use_torch_settings(config: ExperimentConfig) -> None:
     if config.torch_threads is not None:
         torch.set_num_threads(config.torch_threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
+    # Deterministic mode also fills every new uninitialised tensor with NaN, to expose a kernel that
+    # reads memory it never wrote. No kernel used here does (the outputs are byte-identical either
+    # way), and the fills took a third of a training step's backward (docs/results.md, the profile).
+    torch.utils.deterministic.fill_uninitialized_memory = False
     log.debug("torch: %d threads, deterministic algorithms", torch.get_num_threads())
 
 

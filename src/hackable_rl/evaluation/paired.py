@@ -2,28 +2,33 @@
 
 Every evaluation saves one `PromptResult` per prompt (`prompts.jsonl`): how many of its n samples the
 judge found correct, whether the greedy completion was correct, and its mean observed reward and
-hacking gap. Two policies evaluated on the same prompts are compared prompt by prompt:
+hacking gap. Two policies evaluated on the same prompts are compared prompt by prompt, within each
+replicate (a whole pipeline seed: warm start, training and evaluation; A and B of one replicate
+share its warm start):
 
-    diff  = mean over prompts of (metric under A - metric under B)
-    CI    = 2.5th and 97.5th percentiles of that mean over bootstrap replicates that resample
-            prompts with replacement (a prompt's samples stay together: the unit is the prompt)
+    d_s   = mean over the shared prompts of (metric under A - metric under B), in replicate s
+    diff  = mean of d_1..d_S
+    CI    = the t-interval over d_1..d_S (`evaluation.replicates`): what a rerun of the whole
+            pipeline would give, warm start included; none with one replicate
 
-Across training seeds, A (and B, when it was trained too) has one evaluation per seed, paired by
-seed. `diff` is the mean of the per-seed paired differences; each replicate resamples the seeds and,
-independently, the prompts (a two-level bootstrap), so the CI carries both seed and prompt noise.
-With one seed it is the prompt bootstrap alone. Replicates come from a seeded generator: the same
-inputs give the same CI. Plain NumPy, no torch.
+A B evaluated once (one folder) is paired with every replicate of A. Beside it, the prompt bootstrap
+within these replicates (`conditional_ci_low/high`: 2.5th and 97.5th percentiles of the mean over
+replicates that resample prompts, a prompt's samples staying together) says how precisely the test
+prompts measured these particular models; it is labelled "conditional on these models" wherever it
+is shown. Replicates come from a seeded generator: the same inputs give the same numbers.
 
 Equivalence is never read from a CI that covers 0 ("no difference detected" is all that says). Two
 policies are called equivalent only against a declared margin m, by two one-sided tests at 5% each
-(TOST): the 90% CI of the same bootstrap lies inside (-m, +m) (`equivalence_verdict`).
+(TOST): the 90% t-interval lies inside (-m, +m) (`equivalence_verdict`). Holm's correction runs over
+the declared family (`compare`: the pass@1 comparisons of the declared pairs), and both the raw and
+the adjusted p-value are kept.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ import numpy as np
 
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.metrics import reward_metrics
+from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, replicate_interval
 from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
 
 PROMPTS_FILE = "prompts.jsonl"
@@ -39,6 +45,8 @@ CONFIDENCE = 0.95
 EQUIVALENCE_CONFIDENCE = 0.90
 """TOST at 5% on each side: both one-sided tests reject exactly when the 90% CI lies inside (-m, +m)."""
 VERDICTS = ("equivalent", "different", "no difference detected")
+PRIMARY_FAMILY = "pass@1 of the declared pairs"
+"""The family `compare` adjusts with Holm: the headline comparisons, not their secondary metrics."""
 # The metrics a comparison can be made on, and the per-prompt value each one averages.
 METRICS = ("pass_at_1", "greedy_accuracy", "hacking_gap", "pass_at_1_transfer")
 
@@ -81,49 +89,81 @@ class Equivalence:
     """The equivalence test of a paired difference against a declared margin (TOST)."""
 
     margin: float
-    ci90_low: float
-    ci90_high: float
+    ci90_low: float | None
+    ci90_high: float | None
+    """The 90% t-interval (None with one replicate: then there is no test)."""
     verdict: str
-    """One of VERDICTS (`equivalence_verdict`)."""
+    """One of VERDICTS (`equivalence_verdict`), or NO_TEST with one replicate."""
 
     def describe(self) -> str:
         """`equivalent: 90% CI [-0.004, +0.006] inside ±0.020`, or the verdict and why it is not."""
+        if self.ci90_low is None:
+            return f"{self.verdict} against ±{self.margin:.3f}"
         inside = "inside" if self.verdict == "equivalent" else "not inside"
         return f"{self.verdict}: 90% CI [{self.ci90_low:+.3f}, {self.ci90_high:+.3f}] {inside} ±{self.margin:.3f}"
 
 
+NO_TEST = "no test (one replicate)"
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """A paired difference A - B with its bootstrap CI (the row of metrics/compare.json)."""
+    """A paired difference A - B across replicates with its t-interval (the row of metrics/compare.json)."""
 
     metric: str
     diff: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
+    """The 95% t-interval over the per-replicate differences; None with one replicate (`reason`)."""
     n_prompts: int
-    """Prompts both policies have a value on (the bootstrap's unit)."""
+    """Prompts both policies have a value on in every replicate."""
     n_samples: int
-    """Judged samples per policy and seed, summed over the paired prompts (A's count)."""
-    n_seeds: int
+    """Judged samples per policy and replicate, summed over the paired prompts (A's count)."""
+    n_replicates: int
+    per_replicate: list[float]
+    """Each replicate's paired difference."""
+    sd: float | None
+    """SD of the per-replicate differences (ddof 1)."""
+    p_value: float | None
+    """Two-sided t-test of a zero mean difference across replicates (raw)."""
+    conditional_ci_low: float
+    conditional_ci_high: float
+    """Secondary: the 95% prompt-bootstrap interval within these replicates, conditional on these models."""
+    interval_method: str = INTERVAL_METHOD
+    reason: str | None = None
+    """Why there is no interval (one replicate)."""
+    p_holm: float | None = None
+    """The p-value adjusted by Holm within `family` (None: not in a declared family)."""
+    family: str | None = None
+    """The declared family of primary comparisons Holm ran over."""
     equivalence: Equivalence | None = None
     """The test against `compare --margin` (None: no margin declared)."""
 
     @property
     def detected(self) -> bool:
-        """The 95% CI excludes 0."""
-        return self.ci_low > 0 or self.ci_high < 0
+        """The 95% interval exists and excludes 0 (raw, before any multiplicity correction)."""
+        return self.ci_low is not None and (self.ci_low > 0 or self.ci_high < 0)
+
+    @property
+    def detected_after_holm(self) -> bool | None:
+        """Holm-adjusted p below 5% (None outside a family)."""
+        return None if self.p_holm is None else self.p_holm < 0.05
 
     def describe(self) -> str:
-        """`+0.162 [0.131, 0.193]`, with "no difference detected" when the CI covers 0 and, with a
-        margin, the equivalence verdict instead."""
+        """`+0.162 [0.131, 0.193]`, with "no difference detected" when the interval covers 0, the
+        reason when there is none, and, with a margin, the equivalence verdict instead."""
+        if self.ci_low is None:
+            return f"{self.diff:+.3f} ({self.reason})"
         text = f"{self.diff:+.3f} [{self.ci_low:.3f}, {self.ci_high:.3f}]"
+        if self.p_holm is not None:
+            text += f" (p {self.p_value:.3g}, Holm {self.p_holm:.3g})"
         if self.equivalence is not None:
             return f"{text}, {self.equivalence.describe()}"
         return text if self.detected else f"{text}, no difference detected"
 
     def record(self) -> dict[str, Any]:
         """compare.json's entry: the fields above, with the margin's `ci90_low`, `ci90_high`, `margin`
-        and `verdict` only when one was declared (without one, the entry is what it always was)."""
+        and `verdict` only when one was declared."""
         record = {key: value for key, value in asdict(self).items() if key != "equivalence"}
         if self.equivalence is not None:
             record |= asdict(self.equivalence)
@@ -137,9 +177,9 @@ class Comparison:
         return cls(**rest, equivalence=Equivalence(**test) if test else None)
 
     def summary(self) -> str:
-        """`pass_at_1 +0.162 [0.131, 0.193] (500 prompts, 2 seed(s))`: the line `compare` prints and
+        """`pass_at_1 +0.162 [0.131, 0.193] (500 prompts, 3 replicates)`: the line `compare` prints and
         the report lists."""
-        return f"{self.metric} {self.describe()} ({self.n_prompts} prompts, {self.n_seeds} seed(s))"
+        return f"{self.metric} {self.describe()} ({self.n_prompts} prompts, {self.n_replicates} replicate(s))"
 
 
 # --------------------------------------------------------------------------- per-prompt results
@@ -223,28 +263,24 @@ def _difference_matrix(
 
 
 def bootstrap_means(differences: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> np.ndarray:
-    """[B] replicate means of an [S, P] matrix of paired differences: each replicate resamples the S
-    seeds and the P prompts with replacement, independently (S = 1: the prompt bootstrap)."""
-    n_seeds, n_prompts = differences.shape
+    """[B] bootstrap means of an [S, P] matrix of paired differences that resample the P prompts with
+    replacement and keep the S replicates (the secondary interval, conditional on these models)."""
+    n_prompts = differences.shape[1]
     rng = np.random.default_rng(seed)
     prompt_draws = rng.integers(0, n_prompts, size=(replicates, n_prompts))  # [B, P]
-    seed_draws = rng.integers(0, n_seeds, size=(replicates, n_seeds))  # [B, S]
-    per_seed = differences[:, prompt_draws].mean(axis=2)  # [S, B]: each seed's mean over the drawn prompts
-    return np.take_along_axis(per_seed.T, seed_draws, axis=1).mean(axis=1)  # [B]
+    return differences[:, prompt_draws].mean(axis=2).mean(axis=0)  # [S, B] -> [B]
 
 
 def percentile_ci(means: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The central `confidence` interval of replicate means (percentile bootstrap)."""
+    """The central `confidence` interval of bootstrap means (percentile bootstrap)."""
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(means, [tail, 100 - tail])
     return float(low), float(high)
 
 
-def bootstrap_mean_ci(
-    differences: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
-) -> tuple[float, float, float]:
-    """Mean of an [S, P] matrix of paired differences and its 95% percentile CI (`bootstrap_means`)."""
-    return float(differences.mean()), *percentile_ci(bootstrap_means(differences, replicates, seed))
+def conditional_ci(differences: np.ndarray, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> tuple[float, float]:
+    """The 95% prompt-bootstrap interval of an [S, P] difference matrix, conditional on these models."""
+    return percentile_ci(bootstrap_means(differences, replicates, seed))
 
 
 # --------------------------------------------------------------------------- equivalence (TOST)
@@ -268,25 +304,37 @@ def equivalence_verdict(ci95: tuple[float, float], ci90: tuple[float, float], ma
     return "no difference detected"
 
 
-def equivalence_test(
-    differences: np.ndarray, margin: float, replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0
-) -> Equivalence:
-    """The TOST of an [S, P] matrix of paired differences, on the replicates `bootstrap_mean_ci`
-    draws with the same seed (so its 95% CI is the one reported beside it)."""
-    means = bootstrap_means(differences, replicates, seed)
-    ci90 = percentile_ci(means, EQUIVALENCE_CONFIDENCE)
-    return Equivalence(margin, *ci90, equivalence_verdict(percentile_ci(means), ci90, margin))
+def equivalence_test(differences: np.ndarray, margin: float) -> Equivalence:
+    """The TOST of an [S, P] matrix of paired differences on the t-intervals across its replicates;
+    with one replicate there is no test (NO_TEST), never one read off the prompt bootstrap."""
+    interval = replicate_interval(differences)
+    if interval.ci_low is None:
+        return Equivalence(margin, None, None, NO_TEST)
+    ci90 = (interval.ci90_low, interval.ci90_high)
+    return Equivalence(margin, *ci90, equivalence_verdict((interval.ci_low, interval.ci_high), ci90, margin))
+
+
+def compare_matrix(metric: str, differences: np.ndarray, n_samples: int, margin: float | None = None,
+                   seed: int = 0) -> Comparison:
+    """The comparison of an [S, P] matrix of paired differences: the t-interval across its S
+    replicates, the conditional prompt bootstrap beside it and, with a `margin`, the TOST."""
+    interval = replicate_interval(differences)
+    equivalence = None if margin is None else equivalence_test(differences, margin)
+    return Comparison(
+        metric, interval.diff, interval.ci_low, interval.ci_high, differences.shape[1], n_samples,
+        interval.n_replicates, list(interval.per_replicate), interval.sd, interval.p_value,
+        *conditional_ci(differences, seed=seed), reason=interval.reason, equivalence=equivalence,
+    )
 
 
 def policy_mean_ci(seeds: Sequence[Sequence[PromptResult]], metric: str = "pass_at_1", seed: int = 0) -> Comparison:
-    """One policy's `metric` (mean over its seeds and prompts) with the same two-level bootstrap CI:
-    the whisker of a bar, not a comparison (compare two policies with `compare`)."""
+    """One policy's `metric` (mean over its replicates and prompts) with the same t-interval across
+    replicates: the whisker of a bar, not a comparison (compare two policies with `compare`)."""
     tables, shared = _prompt_tables(seeds, metric)
     if not shared:
-        raise UserError(f"no prompt has {metric} in every seed's evaluation")
+        raise UserError(f"no prompt has {metric} in every replicate's evaluation")
     values = np.asarray([[t[p].value(metric) for p in shared] for t in tables], dtype=float)
-    mean, low, high = bootstrap_mean_ci(values, seed=seed)
-    return Comparison(metric, mean, low, high, len(shared), sum(tables[0][p].n for p in shared), len(seeds))
+    return compare_matrix(metric, values, sum(tables[0][p].n for p in shared), seed=seed)
 
 
 def compare(
@@ -296,12 +344,17 @@ def compare(
     seed: int = 0,
     margin: float | None = None,
 ) -> Comparison:
-    """A - B on `metric`, paired by prompt (and by seed when B has one evaluation per seed); with a
-    `margin`, its equivalence test too."""
+    """A - B on `metric`, paired by prompt and by replicate (a B evaluated once is paired with every
+    replicate of A); with a `margin`, its equivalence test too."""
     differences, n_samples = _difference_matrix(a_seeds, b_seeds, metric)
-    diff, low, high = bootstrap_mean_ci(differences, seed=seed)
-    equivalence = None if margin is None else equivalence_test(differences, margin, seed=seed)
-    return Comparison(metric, diff, low, high, differences.shape[1], n_samples, len(a_seeds), equivalence)
+    return compare_matrix(metric, differences, n_samples, margin, seed)
+
+
+def with_holm(comparisons: Mapping[str, Comparison], family: Sequence[str], label: str) -> dict[str, Comparison]:
+    """The comparisons with Holm-adjusted p-values over the named `family` (the others unchanged)."""
+    adjusted = holm({name: comparisons[name].p_value for name in family})
+    return {name: replace(comparison, p_holm=adjusted[name], family=label) if name in adjusted else comparison
+            for name, comparison in comparisons.items()}
 
 
 def write_comparisons(path: Path, comparisons: Mapping[str, Comparison]) -> Path:
@@ -360,7 +413,7 @@ def compare_named(
             if metric != "pass_at_1" and not (_defined(results[a], metric) and _defined(results[b], metric)):
                 continue
             comparisons[f"{a}_vs_{b}{suffix}"] = compare(results[a], results[b], metric, seed, margin)
-    return comparisons
+    return with_holm(comparisons, [f"{a}_vs_{b}" for a, b in pairs], PRIMARY_FAMILY)
 
 
 def _defined(seeds: Sequence[Sequence[PromptResult]], metric: str) -> bool:

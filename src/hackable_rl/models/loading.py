@@ -24,6 +24,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
@@ -121,12 +122,13 @@ def resolve_source(config: ExperimentConfig) -> PolicySource:
 
 
 def policy_dir(config: ExperimentConfig) -> Path:
-    """`<cache>/models/tiny-<data.name>` for the tiny model; for a pretrained source the folder that
-    holds its `reference.json` (`<cache>/models/<source name>`)."""
+    """`<cache>/models/tiny-<data.name>-w<warm-start seed>` for the tiny model (one warm start per
+    replicate); for a pretrained source the folder that holds its `reference.json`
+    (`<cache>/models/<source name>`)."""
     storage = Storage.of(config.storage)
     source = config.model.source
     if source == TINY:
-        return storage.model_dir(f"{TINY}-{config.data.name}")
+        return storage.model_dir(f"{TINY}-{config.data.name}-w{config.warmstart_seed}")
     if source == SMOLLM2:
         return storage.model_dir(SMOLLM2)
     folder = Path(source).expanduser()
@@ -354,6 +356,13 @@ def load_policy(
         device,
     )
     return model, tokenizer
+
+
+def policy_backbone(model: Any) -> Any:
+    """The policy's decoder stack (e.g. Qwen2Model) under any PEFT wrapper: what the LM head, TRL's
+    fused head and generation call for hidden states."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.base_model
 
 
 def is_instruct_policy(config: ExperimentConfig, tokenizer: PreTrainedTokenizerBase) -> bool:

@@ -44,7 +44,11 @@ class Outcome:
     @property
     def ci_text(self) -> str:
         """`-0.013 [-0.025, -0.002]`, or `-` where undefined."""
-        return "-" if self.diff is None else f"{self.diff:+.3f} [{self.ci_low:+.3f}, {self.ci_high:+.3f}]"
+        if self.diff is None:
+            return "-"
+        if self.ci_low is None:
+            return f"{self.diff:+.3f} (one seed: no interval)"
+        return f"{self.diff:+.3f} [{self.ci_low:+.3f}, {self.ci_high:+.3f}]"
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,7 @@ def _verdict(outcome: Outcome) -> str:
 
 def outcomes_table(outcomes: list[Outcome]) -> list[str]:
     """The outcomes as one markdown table, each outcome once."""
-    lines = ["## Declared outcomes (paired by prompt and seed, 95% CI)", "",
+    lines = ["## Declared outcomes (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "",
              "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in outcomes:

@@ -5,9 +5,10 @@ so this file is the root pipeline's only declared metric: one flat object of sho
 the three decimals the report prints (the full numbers stay in eval.json and compare.json).
 
     condition          <method>-<channel>-r<rate>: the corrupted runs' run name without the seed
-    seeds              the training seeds the numbers average over ("0,1")
-    pass@1             the corrupted runs' test pass@1, mean over seeds and prompts
-    ci_low, ci_high    its 95% bootstrap CI over prompts and seeds (evaluation.paired.policy_mean_ci)
+    seeds              the replicates (pipeline seeds) the numbers average over ("0,1,2")
+    pass@1             the corrupted runs' test pass@1, mean over replicates and prompts
+    ci_low, ci_high    its 95% t-interval across replicates (evaluation.paired.policy_mean_ci); null
+                       with one replicate
     gap                their hacking gap on the test split (normalised reward - judged correct)
     clean              the clean-trained reference's test pass@1 (the same GRPO at corruption.rate 0)
 

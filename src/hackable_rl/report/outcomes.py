@@ -2,10 +2,12 @@
 condition.json (prompts.jsonl; under a flaw, exploits.jsonl and curve.csv: `experiments.study`).
 
 Every comparison is A - B on the same test prompts, paired by prompt and by training seed, with the
-two-level bootstrap CI of `evaluation.paired` (docs/metrics.md, "Comparisons"); "no difference
-detected" where the 95% CI covers 0, never "the same": with the study's declared `equivalence_margin`
-each comparison also gets the equivalence test (TOST: "equivalent" only when its 90% CI lies inside
-the margin). Under flip the hacking gap restates accuracy and its columns say so. The base policy is paired with the trained run of the same
+t-interval over the per-seed differences of `evaluation.replicates` (docs/metrics.md, "Comparisons").
+The studies train every seed from one warm start, so their intervals are conditional on it and say
+so. "No difference detected" where the 95% interval covers 0, never "the same": with the study's
+declared `equivalence_margin` each comparison also gets the equivalence test (TOST: "equivalent"
+only when its 90% interval lies inside the margin). Under flip the hacking gap restates accuracy and
+its columns say so. The base policy is paired with the trained run of the same
 seed (the base's seed only changes its sampling). The training curves (exploit share and hacking
 gap per step, on training prompts) are summarised per seed: first tenth of the steps, last tenth.
 """
@@ -23,10 +25,11 @@ import pandas as pd
 from hackable_rl.evaluation.paired import (
     PROMPTS_FILE,
     Equivalence,
-    bootstrap_mean_ci,
+    conditional_ci,
     equivalence_test,
     read_prompt_results,
 )
+from hackable_rl.evaluation.replicates import ONE_REPLICATE, replicate_interval
 from hackable_rl.experiments.study import CONDITION_FILE, CURVE_FILE, EXPLOITS_FILE, read_condition
 from hackable_rl.jsonl import iter_jsonl
 from hackable_rl.report.conditions import CONTROL_PREFIX, method_label
@@ -72,20 +75,40 @@ def per_prompt(folder: Path, metric: str) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Paired:
+    """A - B across seeds: the t-interval over the per-seed paired differences (`evaluation.replicates`).
+    In the studies every seed trains from one warm start, so the interval is conditional on it."""
+
     diff: float
-    ci_low: float
-    ci_high: float
+    ci_low: float | None
+    ci_high: float | None
+    """The 95% t-interval across seeds; None with one seed."""
     seeds: int
     prompts: int
     equivalence: Equivalence | None = None
     """The equivalence test against the study's declared margin (None: none declared)."""
+    per_seed: tuple[float, ...] = ()
+    sd: float | None = None
+    p_value: float | None = None
+    conditional_ci: tuple[float, float] | None = None
+    """Secondary: the prompt bootstrap within these seeds, conditional on these models."""
+
+    @property
+    def detected(self) -> bool:
+        return self.ci_low is not None and (self.ci_low > 0 or self.ci_high < 0)
+
+    @property
+    def above_zero(self) -> bool:
+        """The 95% interval exists and lies above 0."""
+        return self.ci_low is not None and self.ci_low > 0
 
     def describe(self) -> str:
         """`+0.004 [-0.009, +0.015], no difference detected`; with a margin, its verdict instead."""
+        if self.ci_low is None:
+            return f"{self.diff:+.3f} ({ONE_REPLICATE})"
         text = f"{self.diff:+.3f} [{self.ci_low:+.3f}, {self.ci_high:+.3f}]"
         if self.equivalence is not None:
             return f"{text}, {self.equivalence.describe()}"
-        return text if self.ci_low > 0 or self.ci_high < 0 else f"{text}, no difference detected"
+        return text if self.detected else f"{text}, no difference detected"
 
 
 def paired(a: Mapping[int, Path], b: Mapping[int, Path], metric: str, margin: float | None = None) -> Paired | None:
@@ -100,7 +123,9 @@ def paired(a: Mapping[int, Path], b: Mapping[int, Path], metric: str, margin: fl
         return None
     differences = np.asarray([[x[p] - y[p] for p in shared] for x, y in tables], dtype=float)
     equivalence = None if margin is None else equivalence_test(differences, margin)
-    return Paired(*bootstrap_mean_ci(differences), len(seeds), len(shared), equivalence)
+    interval = replicate_interval(differences)
+    return Paired(interval.diff, interval.ci_low, interval.ci_high, len(seeds), len(shared), equivalence,
+                  interval.per_replicate, interval.sd, interval.p_value, conditional_ci(differences))
 
 
 def policy_value(a: Mapping[int, Path], metric: str) -> float | None:
@@ -183,7 +208,7 @@ def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: b
     metrics = (["pass_at_1"] + (["pass_at_1_transfer"] if has_transfer else []) + ["hacking_gap"]
                + (["exploit_share"] if has_exploits else []))
     names = METRICS | ({"hacking_gap": RESTATED_GAP} if restated_gap else {})
-    lines = ["## Paired comparisons on the test prompts (95% CI, paired by prompt and seed)", "", _margin_line(margin),
+    lines = ["## Paired comparisons on the test prompts (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "", _margin_line(margin),
              "", "| A - B | " + " | ".join(names[m] for m in metrics) + " | seeds |",
              "|---|" + "---|" * (len(metrics) + 1)]
     lines += _comparison_rows(cells, metrics, margin)
@@ -284,7 +309,7 @@ def gain_plot(cells: Cells, path: Path) -> Path | None:
     methods = sorted({k[1] for k in cells if k[1] != "base"})
     for index, method in enumerate(methods):
         points = sorted((k[2], paired(v, base, "pass_at_1")) for k, v in cells.items() if k[1] == method)
-        points = [(rate, gain) for rate, gain in points if gain is not None]
+        points = [(rate, gain) for rate, gain in points if gain is not None and gain.ci_low is not None]
         if not points:
             continue
         offset = (index - len(methods) / 2) * 0.006  # side by side at a shared rate
@@ -313,7 +338,7 @@ def _primary_outcomes(cells: Cells) -> list[str]:
         share, base_share = policy_value(cell, "exploit_share"), policy_value(base, "exploit_share")
         diff = paired(cell, base, "exploit_share")
         ratio = share / base_share if share is not None and base_share else None
-        met = ratio is not None and ratio >= 3 and diff is not None and diff.ci_low > 0
+        met = ratio is not None and ratio >= 3 and diff is not None and diff.above_zero
         lines.append(f"- **{_cell_label(key)}**: test exploit share {share:.3f} against base {base_share:.3f} "
                      f"({'ratio ' + format(ratio, '.1f') + 'x' if ratio else 'ratio undefined'}; "
                      f"paired {diff.describe() if diff else 'n/a'}): target {'met' if met else 'not met'}.")

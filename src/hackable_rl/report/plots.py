@@ -153,13 +153,15 @@ _COLOURS = ("#999999", "#55a868", "#dd8452", "#4c72b0")
 def policy_panels(sampled: dict[str, Any], greedy: dict[str, Any], labels: dict[str, str], title: str,
                   path: Path) -> Path:
     """Two panels on one y scale: sampled pass@1 and greedy accuracy per policy, each bar with its
-    95% CI whisker (`Comparison`-like values with diff, ci_low, ci_high); n/a where not evaluated."""
+    95% t-interval whisker across replicates (`Comparison`-like values with diff, ci_low, ci_high; no
+    whisker with one replicate); n/a where not evaluated."""
     figure, panels = plt.subplots(1, 2, figsize=(9, 4), sharey=True)
     for axes, values, name in ((panels[0], sampled, "sampled pass@1"), (panels[1], greedy, "greedy accuracy")):
         names = list(values)
         means = [values[n].diff if values[n] is not None else 0.0 for n in names]
-        errors = [[max(0.0, values[n].diff - values[n].ci_low) if values[n] else 0.0 for n in names],
-                  [max(0.0, values[n].ci_high - values[n].diff) if values[n] else 0.0 for n in names]]
+        whiskered = {n: values[n] is not None and values[n].ci_low is not None for n in names}
+        errors = [[max(0.0, values[n].diff - values[n].ci_low) if whiskered[n] else 0.0 for n in names],
+                  [max(0.0, values[n].ci_high - values[n].diff) if whiskered[n] else 0.0 for n in names]]
         bars = axes.bar([labels[n] for n in names], means, yerr=errors, capsize=4,
                         color=list(_COLOURS[: len(names)]))
         for bar, n in zip(bars, names, strict=True):
@@ -167,7 +169,7 @@ def policy_panels(sampled: dict[str, Any], greedy: dict[str, Any], labels: dict[
             axes.annotate(text, (bar.get_x() + bar.get_width() / 2, 0.02), ha="center", va="bottom", fontsize=8)
         axes.set_title(name)
         axes.tick_params(axis="x", labelsize=7, rotation=15)
-    panels[0].set_ylabel("test correctness (95% CI)")
+    panels[0].set_ylabel("test correctness (95% CI across replicates)")
     panels[0].set_ylim(0, 1)
     figure.suptitle(title, fontsize="medium")
     return _save(figure, path)

@@ -1,12 +1,14 @@
-"""The root pipeline's report: the base policy, the clean reference and the corrupted run, each
-trained over several seeds, from the DVC metrics folder.
+"""The root pipeline's report: the base policy, the clean reference and the corrupted run, over
+several replicates (whole pipeline seeds: each its own warm start), from the DVC metrics folder.
 
-    metrics/warmstart.json                     validation greedy accuracy after the warm start
-    metrics/base/{eval.json,prompts.jsonl}     the base (warm-started) policy on the test split
-    metrics/clean/s<seed>/...                  the clean reference (GRPO at corruption.rate 0), per seed:
-                                               eval.json, prompts.jsonl, train.json, train_curve.csv
-    metrics/trained/s<seed>/...                the run against the configured (corrupted) verifier, per seed
-    metrics/compare.json                       paired comparisons with 95% CIs (`hackable-rl compare`)
+    metrics/warmstart/s<seed>/warmstart.json   each replicate's validation greedy accuracy after its warm
+                                               start (or one metrics/warmstart.json)
+    metrics/base/s<seed>/...                   each replicate's base (warm-started) policy on the test
+                                               split: eval.json, prompts.jsonl (or one metrics/base/)
+    metrics/clean/s<seed>/...                  the clean reference (GRPO at corruption.rate 0), per
+                                               replicate: eval.json, prompts.jsonl, train.json, train_curve.csv
+    metrics/trained/s<seed>/...                the run against the configured (corrupted) verifier, per replicate
+    metrics/compare.json                       paired comparisons with 95% t-intervals across replicates
         -> <out>/report.md, headline.png, train_curves.png
 
 A missing file is reported as missing in report.md (a partial pipeline still gets a report).
@@ -47,18 +49,22 @@ class SingleInputs:
         return cls(metrics_dir)
 
     @property
-    def warmstart(self) -> Path:
-        return self.metrics_dir / "warmstart.json"
+    def warmstarts(self) -> list[Path]:
+        """Each replicate's warmstart.json (metrics/warmstart/s*/), or the one metrics/warmstart.json."""
+        per_replicate = sorted(self.metrics_dir.glob("warmstart/s*/warmstart.json"), key=lambda path: path.parent.name)
+        return per_replicate or [self.metrics_dir / "warmstart.json"]
 
     @property
     def compare(self) -> Path:
         return self.metrics_dir / "compare.json"
 
     def seed_dirs(self, policy: str) -> list[Path]:
-        """The policy's evaluation folders: one for the base, one per training seed otherwise."""
-        if policy == "base":
+        """The policy's evaluation folders, one per replicate (`s<seed>`); a base evaluated once is
+        its one folder."""
+        replicates = sorted(self.metrics_dir.joinpath(policy).glob("s*"), key=lambda path: path.name)
+        if policy == "base" and not replicates:
             return [self.metrics_dir / "base"]
-        return sorted(self.metrics_dir.joinpath(policy).glob("s*"), key=lambda path: path.name)
+        return replicates
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -81,7 +87,7 @@ def read_curve(path: Path) -> pd.DataFrame | None:
 
 
 def policy_intervals(inputs: SingleInputs, metric: str) -> dict[str, Comparison | None]:
-    """Each policy's `metric` with its 95% CI over prompts (and seeds); None where not evaluated."""
+    """Each policy's `metric` with its 95% t-interval across replicates; None where not evaluated."""
     intervals: dict[str, Comparison | None] = {}
     for policy in POLICIES:
         folders = [folder for folder in inputs.seed_dirs(policy) if (folder / PROMPTS_FILE).exists()]
@@ -133,13 +139,14 @@ def single_markdown(
     title: str, inputs: SingleInputs, labels: dict[str, str], sampled: dict[str, Comparison | None],
     greedy: dict[str, Comparison | None], figures: list[Path],
 ) -> str:
-    warm = read_json(inputs.warmstart) or {}
-    lines = [f"# {title}", "", "## Headline (test split, 95% CIs)", ""]
-    lines += [f"- warm start, validation greedy accuracy: {fmt(warm.get('accuracy'))}"]
+    warm = [(read_json(path) or {}).get("accuracy") for path in inputs.warmstarts]
+    lines = [f"# {title}", "", "## Headline (test split, 95% t-intervals across replicates)", ""]
+    lines += [f"- warm start, validation greedy accuracy: {', '.join(fmt(value) for value in warm)}"
+              f" ({len(warm)} warm start{'s' if len(warm) != 1 else ''})"]
     for policy in POLICIES:
-        seeds = len(inputs.seed_dirs(policy))
+        replicates = len(inputs.seed_dirs(policy))
         lines.append(f"- {labels[policy]}: sampled pass@1 {_interval(sampled[policy])}, "
-                     f"greedy {_interval(greedy[policy])} ({seeds} seed{'s' if seeds != 1 else ''})")
+                     f"greedy {_interval(greedy[policy])} ({replicates} replicate{'s' if replicates != 1 else ''})")
     lines += _transfer_lines(inputs, labels)
     lines += ["", "## Paired comparisons (`metrics/compare.json`)", "", *comparison_lines(inputs.compare), ""]
     if "flip" in labels["trained"]:
@@ -162,8 +169,10 @@ def single_markdown(
                       *_train_lines(read_json(folder / "train.json")), ""]
     lines += ["## Plots", "", *(f"![{p.stem}]({p.name})" for p in figures), "",
               "Sampled pass@1 draws n completions per prompt at the evaluation temperature; greedy decodes "
-              "once. Whiskers are 95% bootstrap CIs over prompts (and seeds); differences between policies "
-              "are read from the paired comparisons above, not from overlapping whiskers.", ""]
+              "once. Whiskers are 95% t-intervals across replicates (each a whole pipeline seed, its own warm "
+              "start included); differences between policies are read from the paired comparisons above, not "
+              "from overlapping whiskers. Holm's correction runs over the pass@1 comparisons of the declared "
+              "pairs; each line gives the raw and the adjusted p-value.", ""]
     return "\n".join(lines)
 
 
@@ -178,7 +187,11 @@ def _transfer_lines(inputs: SingleInputs, labels: dict[str, str]) -> list[str]:
 
 
 def _interval(value: Comparison | None) -> str:
-    return "n/a" if value is None else f"{value.diff:.3f} [{value.ci_low:.3f}, {value.ci_high:.3f}]"
+    if value is None:
+        return "n/a"
+    if value.ci_low is None:
+        return f"{value.diff:.3f} ({value.reason})"
+    return f"{value.diff:.3f} [{value.ci_low:.3f}, {value.ci_high:.3f}]"
 
 
 def comparison_lines(path: Path) -> list[str]:

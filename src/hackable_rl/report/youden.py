@@ -85,7 +85,7 @@ def read_design(study_file: Path) -> SweepDesign:
 def _gain_target(cell: NoiseCell, margin: float | None) -> tuple[str, MetRule]:
     """What each J predicts for the gain over base (study.yaml, outcome 3)."""
     if cell.youden > 0:
-        return "gain above 0 (ci_low > 0)", lambda a, b, p: p.ci_low > 0
+        return "gain above 0 (ci_low > 0)", lambda a, b, p: p.above_zero
     if cell.youden == 0:
         bound = margin or 0.0
         return f"no gain (ci_high <= {bound:g})", lambda a, b, p: p.ci_high <= bound
@@ -133,7 +133,7 @@ def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign
         if (name, CORRECTED) in cells:
             outcomes.append(paired_outcome("corrected_vs_baseline", name, CORRECTED, BASELINE, cells[(name, CORRECTED)],
                                            cells.get((name, BASELINE), {}), PASS, "above baseline (ci_low > 0)",
-                                           lambda a, b, p: p.ci_low > 0)[0])
+                                           lambda a, b, p: p.above_zero)[0])
     return SweepOutcomes(outcomes, pairs, precision)
 
 
@@ -153,7 +153,7 @@ def _pair_verdict(result: Paired | None) -> str:
         return "undefined"
     if result.equivalence is not None:
         return result.equivalence.verdict
-    return "different" if result.ci_low > 0 or result.ci_high < 0 else "no difference detected"
+    return "different" if result.detected else "no difference detected"
 
 
 def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
@@ -173,8 +173,8 @@ def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
     precision = next((o for o in results.outcomes if o.name == "precision_matters_more"), None)
     if precision is not None:
         verdict = _pair_verdict(results.precision)
-        if precision.diff is None:
-            verdicts["precision_matters_more"] = ("undefined", "a cell of the pair is missing")
+        if precision.diff is None or precision.ci_low is None:
+            verdicts["precision_matters_more"] = ("undefined", "a cell of the pair is missing, or has one seed")
         elif precision.ci_high < 0:
             verdicts["precision_matters_more"] = (SUPPORTED, f"{precision.ci_text} lies below 0")
         elif precision.ci_low > 0 or verdict == "equivalent":
@@ -230,7 +230,7 @@ def _overview(table, design: SweepDesign, gains: list[Gain]) -> list[str]:
     base = ok[ok["method"] == BASE]["pass_at_1"]
     lines = [f"{len(table)} conditions, {len(table) - len(ok)} failed. Test split, pass@1 judged by the independent "
              f"judge; base (the warm-started policy, no RL): {fmt(base.mean() if len(base) else None)} over "
-             f"{len(base)} seeds. Gain: pass@1 minus base's, paired by prompt and seed (95% CI).", "",
+             f"{len(base)} seeds. Gain: pass@1 minus base's, paired by prompt and seed (95% t-intervals across training seeds, conditional on the study's one warm start).", "",
              "| cell | fpr | fnr | J | method | seeds | pass@1 | gain over base [95% CI] |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cell, method, result in sorted(gains, key=lambda g: (-g[0].youden, g[0].fnr, g[1])):

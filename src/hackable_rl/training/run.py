@@ -25,6 +25,7 @@ from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
+from hackable_rl.models.shared_prefix import share_prefixes
 from hackable_rl.numerics import DISPATCH_VARIABLE, dispatch_record
 from hackable_rl.payoff import own_cell_payoff, write_payoff
 from hackable_rl.scoring import RewardPipeline, build_reward_pipeline
@@ -269,6 +270,8 @@ def _grpo_trainer(config: ExperimentConfig, model: Any, tokenizer: Any, dataset:
                   recorder: GenerationRecorder, run_dir: Path, callbacks: list[Any]) -> Any:
     """TRL's GRPOTrainer on the policy and prompts, rewarded by the objective, checkpointing into the
     run folder, quiet on the console: what every training process builds, with its own callbacks."""
+    from hackable_rl.models.loading import policy_backbone
+
     silence_known_warnings()
     reward = _objective_reward(config, pipeline, recorder, tokenizer)
     trainer = grpo_trainer_class(reward)(
@@ -281,6 +284,8 @@ def _grpo_trainer(config: ExperimentConfig, model: Any, tokenizer: Any, dataset:
         callbacks=callbacks,
     )
     quiet_trainer(trainer)
+    if config.trainer.share_prompt_prefix:
+        share_prefixes(policy_backbone(trainer.model))
     return trainer
 
 

@@ -82,7 +82,7 @@ def sft_metrics(
     return {
         "source": config.model.source,
         "steps": config.warmstart.steps,
-        "seed": config.seed,
+        "seed": config.warmstart_seed,
         "config_hash": warmstart_config_hash(config),
         "parameters": model.num_parameters(),
         "vocab_size": len(tokenizer),

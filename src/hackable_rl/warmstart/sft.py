@@ -102,7 +102,7 @@ def sft_steps(
     section = config.warmstart
     optimizer = torch.optim.AdamW(model.parameters(), lr=section.learning_rate)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(section.warmup_steps, section.steps))
-    batches = batch_order(len(encoded), section.batch_size, section.steps, config.seed)
+    batches = batch_order(len(encoded), section.batch_size, section.steps, config.warmstart_seed)
     losses = []
     model.train()
     # Not on a terminal the caller's step logger writes the lines (with the loss), so no second series.

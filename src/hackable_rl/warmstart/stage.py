@@ -79,7 +79,7 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
     examples = load_sft_examples(dataset_file(config, "sft.jsonl"))
     eval_path = dataset_file(config, "validation.jsonl")  # never test: the band is a development check
     tokenizer = train_tokenizer(tokenizer_corpus(examples, train_file(config)), config.model.tiny.vocab_size)
-    torch.manual_seed(config.seed)  # the model's initial weights
+    torch.manual_seed(config.warmstart_seed)  # the model's initial weights
     model = build_tiny_model(config.model.tiny, tokenizer, choose_attention(config, "cpu"))
     encoded = encode_examples(tokenizer, examples, config.model.tiny.max_position_embeddings)
     target = policy_dir(config)
