@@ -102,7 +102,8 @@ def _growth_outcomes(control: Mapping[int, Path], cell: str) -> list[Outcome]:
             continue
         (first, last), result = growth
         outcomes.append(Outcome("positive_control_gap_growth", cell, "last tenth", "first tenth", column,
-                                last, first, result.diff, result.ci_low, result.ci_high, target, result.above_zero))
+                                last, first, result.diff, result.ci_low, result.ci_high, target, result.above_zero,
+                                result.seeds, result.per_seed, p_value=result.p_value))
     return outcomes
 
 

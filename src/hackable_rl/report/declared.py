@@ -3,22 +3,30 @@ whether it is met, as `metrics/outcomes.json` entries and one markdown table.
 
 Both cell studies (the blind spots, the J sweep) write this schema: `name`, `cell`, `a`, `b`,
 `metric`, `mean_a`, `mean_b`, `diff`, `ci_low`, `ci_high`, `target`, `met` (null where undefined:
-a missing condition, no shared prompt).
+a missing condition, no shared prompt), then `n_replicates`, `per_replicate`, `interval_method`,
+`p_value`, `p_holm` and `met_after_holm`.
+
+The declared outcomes of a study are its family: Holm's correction runs over every outcome whose
+target asks for a detected difference (an equivalence target is judged by its own TOST instead), and
+`met_after_holm` is `met` with the difference still detected at 5% after the adjustment. Both the
+raw and the adjusted verdicts are reported; headlines use the adjusted one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hackable_rl.evaluation.paired import PROMPTS_FILE
+from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
 from hackable_rl.experiments.study import CONDITION_FILE, read_condition
 from hackable_rl.jsonl import write_json
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 
 __all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
 
+STUDY_INTERVAL = f"{INTERVAL_METHOD} (training seeds of one warm start)"
 CellKey = tuple[str, str]
 """(cell, method) of a condition."""
 
@@ -40,6 +48,17 @@ class Outcome:
     ci_high: float | None
     target: str
     met: bool | None
+    n_replicates: int | None = None
+    per_replicate: tuple[float, ...] = ()
+    interval_method: str = STUDY_INTERVAL
+    p_value: float | None = None
+    p_holm: float | None = None
+    met_after_holm: bool | None = None
+
+    @property
+    def in_family(self) -> bool:
+        """Adjusted with the others: a target that asks for a detected difference (not equivalence)."""
+        return self.p_value is not None and not self.target.startswith("equivalent")
 
     @property
     def ci_text(self) -> str:
@@ -88,11 +107,19 @@ def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[
     if result is None or mean_a is None or mean_b is None:
         return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, None, None, None, target, None), None
     return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, result.diff, result.ci_low, result.ci_high,
-                   target, bool(met_rule(mean_a, mean_b, result))), result
+                   target, bool(met_rule(mean_a, mean_b, result)), result.seeds, result.per_seed,
+                   p_value=result.p_value), result
+
+
+def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
+    """The outcomes with Holm-adjusted p-values over the study's family (`Outcome.in_family`)."""
+    adjusted = holm({index: o.p_value for index, o in enumerate(outcomes) if o.in_family})
+    return [replace(o, p_holm=adjusted[index], met_after_holm=None if o.met is None else o.met and adjusted[index] < 0.05)
+            if index in adjusted else replace(o, met_after_holm=o.met) for index, o in enumerate(outcomes)]
 
 
 def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
-    return write_json(path, [asdict(outcome) for outcome in outcomes])
+    return write_json(path, [asdict(outcome) for outcome in with_holm(outcomes)])
 
 
 def fmt(value: float | None, signed: bool = False) -> str:
@@ -108,9 +135,16 @@ def _verdict(outcome: Outcome) -> str:
 def outcomes_table(outcomes: list[Outcome]) -> list[str]:
     """The outcomes as one markdown table, each outcome once."""
     lines = ["## Declared outcomes (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "",
-             "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for o in outcomes:
+             "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict | p | p (Holm) | "
+             "verdict after Holm |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for o in with_holm(outcomes):
+        after = {True: "met", False: "not met", None: "undefined"}[o.met_after_holm]
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
-                     f"{o.ci_text} | {o.target} | {_verdict(o)} |")
-    return lines
+                     f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
+    return lines + ["", "The declared outcomes are the family: Holm's correction adjusts the p-values of every outcome "
+                        "whose target asks for a detected difference (equivalence targets are judged by their TOST)."]
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
