@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,19 +31,66 @@ def tracking_uri(cache_dir: str | Path) -> str:
     from_env = os.environ.get("MLFLOW_TRACKING_URI")
     if from_env:
         return checked_uri(from_env)
-    return f"sqlite:///{mlflow_store_dir(cache_dir) / 'mlflow.db'}"
+    return _checked_sqlite(f"sqlite:///{mlflow_store_dir(cache_dir) / 'mlflow.db'}", "the project's MLflow store")
 
 
 def checked_uri(uri: str) -> str:
-    """`uri` when MLflow has a store for its scheme; otherwise a UserError naming MLFLOW_TRACKING_URI."""
+    """`uri` when MLflow has a usable store for it; otherwise a UserError naming MLFLOW_TRACKING_URI
+    (with any credentials in it masked)."""
     scheme = urllib.parse.urlparse(uri).scheme.lower().split("+", 1)[0]
+    shown = masked_uri(uri)
     if scheme not in KNOWN_SCHEMES and len(scheme) != 1:  # one letter: a Windows drive
         known = ", ".join(f"{name}:" for name in KNOWN_SCHEMES if name)
         raise UserError(
-            f"MLFLOW_TRACKING_URI: {uri!r} has the unknown scheme {scheme!r}; expected one of {known} "
+            f"MLFLOW_TRACKING_URI: {shown!r} has the unknown scheme {scheme!r}; expected one of {known} "
             "or a local folder (unset it to use the project's SQLite store)"
         )
+    if scheme in FILE_SCHEMES and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
+        # MLflow 3 refuses its folder store with a traceback-long message, after the work has begun.
+        raise UserError(
+            f"MLFLOW_TRACKING_URI: {shown!r} is a folder store, which MLflow 3 no longer opens; use "
+            "sqlite:///PATH/mlflow.db (or set MLFLOW_ALLOW_FILE_STORE=true)"
+        )
+    if scheme == "sqlite":
+        return _checked_sqlite(uri, "MLFLOW_TRACKING_URI")
     return uri
+
+
+# A plain folder ("") and `file:` open MLflow's folder store; one letter is a Windows drive's folder.
+FILE_SCHEMES = ("", "file")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _checked_sqlite(uri: str, source: str) -> str:
+    """An SQLite URI whose database path is a new file or an SQLite database: a folder there stalls
+    MLflow for minutes before it fails, a text file fails deep inside SQLAlchemy."""
+    path = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    if path is None or not path.exists():
+        return uri
+    if path.is_dir():
+        raise UserError(f"{source}: {path} is a folder; expected an SQLite database file (e.g. {path / 'mlflow.db'})")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except OSError as error:
+        raise UserError(f"{source}: {path}: cannot be read ({error.strerror})") from None
+    if header and header != _SQLITE_MAGIC:
+        raise UserError(f"{source}: {path} is not an SQLite database (it holds other data); point it at a new "
+                        "file or an MLflow database")
+    return uri
+
+
+# `scheme://user:password@host`: everything between `//` and `@` is a credential.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
+_SECRET_QUERY = re.compile(r"(?P<key>[?&;](?:[^=&;\s]*(?:token|password|passwd|pwd|secret|key|auth)[^=&;\s]*)=)[^&;\s]+",
+                           re.IGNORECASE)
+
+
+def masked_uri(text: str) -> str:
+    """`text` with the credentials of every URI in it masked: `https://***@host/`, `?token=***`.
+    Every message, log line and file the project writes shows a URI this way."""
+    text = _USERINFO.sub(lambda match: f"{match.group('scheme')}***@", text)
+    return _SECRET_QUERY.sub(lambda match: f"{match.group('key')}***", text)
 
 
 def artifact_root(cache_dir: str | Path) -> Path:
