@@ -21,6 +21,7 @@ from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tr
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.config_loading import describe_fields, load_config
 from hackable_rl.extensions import check_builds
+from hackable_rl.redact import LOG_MASKING
 from hackable_rl.storage import check_output_path
 
 app = typer.Typer(
@@ -66,6 +67,8 @@ def main(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    for handler in logging.getLogger().handlers:  # every log line, libraries' included, masks URI credentials
+        handler.addFilter(LOG_MASKING)
 
 
 def _model_config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
@@ -224,6 +227,7 @@ def ui(
     """Serve the MLflow UI for this project's store on 127.0.0.1."""
     from hackable_rl.tracking.server import serve_ui
 
+    check_range("--port", port, 1, 65535)
     cfg = _config(config, overrides)
     serve_ui(cfg, port, announce=typer.echo)
 

@@ -21,12 +21,20 @@ from hackable_rl.bounds import (
     NonNegativeInt,
     PositiveInt,
     Probability,
+    Seed,
     Temperature,
     TimeoutSeconds,
     UnitFloat,
     at_least,
 )
-from hackable_rl.config_types import FolderName, Optimizer, Scheduler
+from hackable_rl.config_types import (
+    ExperimentName,
+    FolderName,
+    Optimizer,
+    RegisteredModelStem,
+    Scheduler,
+    Tag,
+)
 
 __all__ = ["ExperimentConfig", "Section"]
 
@@ -54,12 +62,12 @@ class StorageConfig(Section):
 class TrackingConfig(Section):
     enabled: bool = True
     """Log to MLflow. When off, or when the store is unreachable, everything is still written locally."""
-    experiment_name: str = "hackable-rl"
+    experiment_name: ExperimentName = "hackable-rl"
     """MLflow experiment that every run of this project logs into."""
     run_name: FolderName | None = None
     """MLflow run name and run folder name (one folder name: no `/`, no `..`); null derives
     `<method>-<channel>-r<rate>-s<seed>` from the config."""
-    registered_model_name: str = "hackable-rl-policy"
+    registered_model_name: RegisteredModelStem = "hackable-rl-policy"
     """Model Registry name stem: permanent checkpoints of clean runs (corruption.rate 0) register as
     versions of `<name>-clean`, those of corrupted runs as versions of `<name>-corrupted`."""
     log_generation_tables: bool = True
@@ -317,6 +325,9 @@ class TrainerConfig(Section):
                 f"num_generations {self.num_generations}; make the batch a multiple of num_generations "
                 f"(e.g. {self.num_generations * max(1, self.effective_batch_size // self.num_generations)})"
             )
+        if any(step > self.max_steps for step in self.permanent_steps):  # they would never be saved
+            raise ValueError(f"trainer.permanent_steps: {[s for s in self.permanent_steps if s > self.max_steps]} "
+                             f"are past trainer.max_steps {self.max_steps}; no checkpoint is saved there")
         return self
 
 
@@ -337,9 +348,9 @@ class LoraConfig(Section):
 
 
 class RewardsConfig(Section):
-    think_open: str = "<think>"
+    think_open: Tag = "<think>"
     """Opening tag of the thinking block."""
-    think_close: str = "</think>"
+    think_close: Tag = "</think>"
     """Closing tag of the thinking block."""
     rel_tol: UnitFloat = 1e-6
     """Relative tolerance of numeric answer comparison."""
@@ -347,6 +358,12 @@ class RewardsConfig(Section):
     """Per-call timeout of math-verify for non-numeric answers."""
     kwargs: dict[str, dict[str, Any]] = {}
     """Static options per reward, partially applied by `build_reward` (e.g. length_penalty_reward.group_size)."""
+
+    @model_validator(mode="after")
+    def _tags_differ(self) -> RewardsConfig:
+        if self.think_open == self.think_close:
+            raise ValueError(f"rewards.think_close: {self.think_close!r} is also think_open; the block has no end")
+        return self
 
 
 class ObjectiveConfig(Section):
@@ -421,8 +438,8 @@ class CorruptionConfig(Section):
     """The channel's own settings, checked against its signature (docs/methodology.md lists them):
     asymmetric fp_scale/fn_scale or fpr/fnr, bias selector/fp_scale/fn_scale, confidence confidence_floor,
     flaw flaw."""
-    seed: int | None = None
-    """Corruption hash seed; null uses the top-level seed."""
+    seed: Seed | None = None
+    """Corruption hash seed in [0, 2**32 - 1]; null uses the top-level seed."""
     draw: Literal["independent", "shared"] = "independent"
     """How corrupted members draw the channel: independent (each member's own hash stream, so at rate p
     all of three fire together with probability p^3) or shared (one draw per completion for every
@@ -570,8 +587,8 @@ class AlarmConfig(Section):
 
 
 class ExperimentConfig(Section):
-    seed: int = 0
-    """Seeds Python, NumPy, torch, data generation and (unless overridden) corruption."""
+    seed: Seed = 0
+    """Seeds Python, NumPy, torch, data generation and (unless overridden) corruption: in [0, 2**32 - 1]."""
     torch_threads: PositiveInt | None = None
     """CPU threads torch uses in this process (null: torch's default, one per core). Two runs side by
     side on 2 cores want 1 each; oversubscribing threads is far slower than running one at a time."""

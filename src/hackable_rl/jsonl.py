@@ -90,6 +90,8 @@ def parse_json_line(line: str) -> Any:
         raise json.JSONDecodeError(str(error), line, 0) from None
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", line, 0) from None
+    except json.JSONDecodeError:
+        raise
     except ValueError as error:  # an integer past sys.get_int_max_str_digits (4,300 digits)
         raise json.JSONDecodeError(f"a number too long to read ({str(error).split(';')[0]})", line, 0) from None
 

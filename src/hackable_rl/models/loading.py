@@ -39,6 +39,7 @@ from hackable_rl.config import ExperimentConfig
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import read_json
 from hackable_rl.models.backend import apply_liger, choose_attention, use_liger
+from hackable_rl.models.tiny import check_tiny_shape
 from hackable_rl.models.tokenizer import load_tokenizer, prepare_for_generation
 from hackable_rl.storage import Storage
 
@@ -202,6 +203,11 @@ def _load_model(
             f"{folder}: no loadable model ({error}); expected config.json with safetensors weights "
             "(pickle .bin checkpoints are refused)"
         ) from None
+    except RuntimeError as error:
+        if "mismatched" not in str(error):  # weights of another shape than config.json says; else a bug
+            raise
+        raise UserError(f"{folder}: its weights do not have the shapes its config.json declares "
+                        "(vocab_size or a layer size edited?)") from None
     if use_liger(config, device):
         apply_liger(model)
     return model.to(device)
@@ -249,6 +255,7 @@ def _pretrained_files(config: ExperimentConfig) -> tuple[Path, str | None]:
                 f"model.source: tiny: no warm-started model in {folder}; run `hackable-rl prepare` "
                 "then `hackable-rl warmstart` first"
             )
+        check_tiny_shape(folder, config.model.tiny)
         return folder, None
     if source.kind == "gguf":
         return Path(source.location), source.gguf_file
@@ -346,6 +353,7 @@ def load_policy(
             model, tokenizer = _load_adapter(config, folder, device)
         else:
             model, tokenizer = _load_checkpoint(config, folder, device)
+    check_vocabulary(model, tokenizer, path or config.model.source)
     log.info(
         "policy loaded: %s (%s, %.2fM parameters, %s)",
         path or config.model.source,
@@ -354,6 +362,15 @@ def load_policy(
         device,
     )
     return model, tokenizer
+
+
+def check_vocabulary(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, where: object) -> None:
+    """A tokenizer with ids past the model's embedding table would fail inside generation (an index
+    error deep in torch): refused here, naming the policy."""
+    rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > rows:
+        raise UserError(f"{where}: the tokenizer has {len(tokenizer)} tokens but the model's embedding only {rows}; "
+                        "the tokenizer belongs to another model")
 
 
 def is_instruct_policy(config: ExperimentConfig, tokenizer: PreTrainedTokenizerBase) -> bool:

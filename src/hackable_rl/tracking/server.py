@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hackable_rl.errors import UserError
-from hackable_rl.tracking.store import artifact_root, tracking_uri
+from hackable_rl.tracking.store import artifact_root, masked_uri, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ HOST = "127.0.0.1"
 def ui_command(config: Any, port: int) -> list[str]:
     uri = tracking_uri(config.storage.cache_dir)
     if uri.startswith(("http://", "https://")):
-        raise UserError(f"MLFLOW_TRACKING_URI is a server ({uri}); open it in a browser instead of `hackable-rl ui`")
+        raise UserError(f"MLFLOW_TRACKING_URI is a server ({masked_uri(uri)}); open it in a browser instead of `hackable-rl ui`")
     return [
         sys.executable, "-m", "mlflow", "server",
         "--backend-store-uri", uri,

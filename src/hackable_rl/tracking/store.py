@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hackable_rl.errors import UserError
+from hackable_rl.redact import masked_uri
 from hackable_rl.storage import mlflow_store_dir
 
 # The schemes MLflow has tracking stores for ("" is a local folder); `postgresql+psycopg2` counts as
@@ -78,19 +78,6 @@ def _checked_sqlite(uri: str, source: str) -> str:
         raise UserError(f"{source}: {path} is not an SQLite database (it holds other data); point it at a new "
                         "file or an MLflow database")
     return uri
-
-
-# `scheme://user:password@host`: everything between `//` and `@` is a credential.
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@")
-_SECRET_QUERY = re.compile(r"(?P<key>[?&;](?:[^=&;\s]*(?:token|password|passwd|pwd|secret|key|auth)[^=&;\s]*)=)[^&;\s]+",
-                           re.IGNORECASE)
-
-
-def masked_uri(text: str) -> str:
-    """`text` with the credentials of every URI in it masked: `https://***@host/`, `?token=***`.
-    Every message, log line and file the project writes shows a URI this way."""
-    text = _USERINFO.sub(lambda match: f"{match.group('scheme')}***@", text)
-    return _SECRET_QUERY.sub(lambda match: f"{match.group('key')}***", text)
 
 
 def artifact_root(cache_dir: str | Path) -> Path:

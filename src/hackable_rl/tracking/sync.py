@@ -163,7 +163,12 @@ def _sync_locked(config: Any, run_dir: Path) -> dict[str, Any]:
     replay_log = run_dir / "tracking-sync.jsonl"
     replay_log.unlink(missing_ok=True)
     name = info.get("run_name") or run_dir.name
-    tracker = start_tracker(config, name, info.get("kind", "train"), info.get("mlflow_run_id"), replay_log)
+    try:
+        tracker = start_tracker(config, name, info.get("kind", "train"), info.get("mlflow_run_id"), replay_log)
+    except UserError as error:  # this store refuses the run id: run.json may name the store that has it
+        recorded = info.get("tracking_uri")
+        where = f" (run.json records the store {recorded}: set MLFLOW_TRACKING_URI={recorded})" if recorded else ""
+        raise UserError(f"{error.problems[0]}{where}") from None
     if not tracker.online:
         raise UserError(f"MLflow store {tracker.shown_uri} is still unreachable"
                         f"{_recorded_hint(info, tracker.shown_uri)}; nothing was uploaded, nothing was lost")

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.errors import UserError
 from hackable_rl.jsonl import append_jsonl, read_jsonl
 from hackable_rl.tracking.store import (
     artifact_root,
@@ -41,6 +42,17 @@ def _tracking_errors() -> tuple[type[BaseException], ...]:
     from sqlalchemy.exc import SQLAlchemyError
 
     return (MlflowException, OSError, SQLAlchemyError, TimeoutError)
+
+
+# What a store answers when it works and refuses the request: going offline would only hide the
+# mistake (the run would sync into the same refusal later). Anything else (no answer, a 5xx, a lock)
+# is an outage.
+_REFUSALS = frozenset({"INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "BAD_REQUEST", "PERMISSION_DENIED",
+                       "UNAUTHENTICATED", "INVALID_STATE", "RESOURCE_ALREADY_EXISTS"})
+
+
+def _is_refusal(error: BaseException) -> bool:
+    return getattr(error, "error_code", None) in _REFUSALS
 
 
 def _finite_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -416,6 +428,9 @@ def start_tracker(
     try:
         create_or_resume()
     except _tracking_errors() as error:
+        if _is_refusal(error):  # the store answered and said no: a mistake to fix, not an outage
+            raise UserError(f"MLflow at {masked_uri(uri)} refused to open the run of experiment "
+                            f"{config.tracking.experiment_name!r}: {masked_uri(str(error))}") from None
         log.warning("MLflow at %s could not open a run (%s): logging locally only.", masked_uri(uri),
                     masked_uri(str(error)))
         return Tracker(None, run_id, event_log, uri)

@@ -41,6 +41,7 @@ from hackable_rl.training.console import quiet_trainer, silence_known_warnings, 
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.kept_mean import grpo_trainer_class
+from hackable_rl.training.lora_targets import check_lora_targets
 from hackable_rl.training.ranks import Ranks, process_ranks
 from hackable_rl.training.records import GenerationRecorder
 from hackable_rl.training.reward import ObjectiveReward
@@ -151,6 +152,7 @@ def _policy_and_prompts(config: ExperimentConfig) -> tuple[Any, Any, Any]:
 
     set_seed(config.seed)  # Python, NumPy and torch
     model, tokenizer = load_policy(config, device=policy_device())
+    check_lora_targets(config, model)
     return model, tokenizer, _dataset(config, tokenizer, is_instruct_policy(config, tokenizer))
 
 
