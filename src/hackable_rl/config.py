@@ -27,14 +27,7 @@ from hackable_rl.bounds import (
     UnitFloat,
     at_least,
 )
-from hackable_rl.config_types import (
-    ExperimentName,
-    FolderName,
-    Optimizer,
-    RegisteredModelStem,
-    Scheduler,
-    Tag,
-)
+from hackable_rl.config_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler, Tag
 
 __all__ = ["ExperimentConfig", "Section"]
 
@@ -67,7 +60,7 @@ class TrackingConfig(Section):
     run_name: FolderName | None = None
     """MLflow run name and run folder name (one folder name: no `/`, no `..`); null derives
     `<method>-<channel>-r<rate>-s<seed>` from the config."""
-    registered_model_name: RegisteredModelStem = "hackable-rl-policy"
+    registered_model_name: ModelName = "hackable-rl-policy"
     """Model Registry name stem: permanent checkpoints of clean runs (corruption.rate 0) register as
     versions of `<name>-clean`, those of corrupted runs as versions of `<name>-corrupted`."""
     log_generation_tables: bool = True

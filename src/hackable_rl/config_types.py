@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BeforeValidator
 
 from hackable_rl.storage import folder_name_problem
 
-__all__ = ["ExperimentName", "FolderName", "Optimizer", "RegisteredModelStem", "Scheduler", "Tag"]
+__all__ = ["ExperimentName", "FolderName", "ModelName", "Optimizer", "Scheduler", "Tag"]
 
 
 def _folder_name(value: str) -> str:
@@ -59,7 +59,7 @@ def _tag(value: str) -> str:
 
 
 ExperimentName = Annotated[str, AfterValidator(_experiment_name)]
-RegisteredModelStem = Annotated[str, AfterValidator(_model_stem)]
+ModelName = Annotated[str, AfterValidator(_model_stem)]
 Tag = Annotated[str, AfterValidator(_tag)]
 
 _OPTIMIZER_ALIASES = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 
-__all__ = ["LOG_MASKING", "LogMasking", "masked_uri"]
+__all__ = ["LOG_MASKING", "LogMasking", "masked_log_handler", "masked_uri"]
 
 # `scheme://user:password@host`: everything between `//` and `@` is a credential.
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s]*@")  # up to the host's last @
@@ -42,3 +42,10 @@ class LogMasking(logging.Filter):
 
 
 LOG_MASKING = LogMasking()
+
+
+def masked_log_handler() -> logging.Handler:
+    """A stderr log handler whose lines have URI credentials masked (the CLI's one handler)."""
+    handler = logging.StreamHandler()
+    handler.addFilter(LOG_MASKING)
+    return handler

@@ -35,8 +35,9 @@ def not_a_file_problem(path: Path) -> str | None:
     """Why an existing `path` (symlinks followed) cannot be replaced by a written file, or None."""
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
-        return None  # a new path (or a dangling symlink, whose target is then created)
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # a new path, a dangling symlink (its target is then created), a file in the way of a
+        # parent folder (which the folder's creation reports)
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISDIR(mode):
