@@ -6,6 +6,7 @@ from `dvc exp run --queue` temporary workspaces land in the same store as `dvc r
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import urllib.error
@@ -89,7 +90,7 @@ def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
     """Whether a tracking server answers; a file or SQLite store is reachable when its folder can exist."""
     if uri.startswith(("http://", "https://")):
         try:
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
+            with urllib.request.urlopen(_health_request(uri), timeout=timeout_s) as response:
                 return response.status == 200
         except (urllib.error.URLError, OSError, ValueError):
             return False
@@ -101,6 +102,19 @@ def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
             return False
         return os.access(folder, os.W_OK)
     return True
+
+
+def _health_request(uri: str) -> urllib.request.Request:
+    """GET <server>/health; credentials in the URI become a basic-auth header, as MLflow sends them
+    (urllib refuses a URL that carries them)."""
+    parts = urllib.parse.urlsplit(uri)
+    bare = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
+    request = urllib.request.Request(bare.geturl().rstrip("/") + "/health")
+    if parts.username is not None:
+        user = urllib.parse.unquote(parts.username)
+        token = base64.b64encode(f"{user}:{urllib.parse.unquote(parts.password or '')}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    return request
 
 
 @contextmanager
