@@ -56,7 +56,7 @@ def _delete_points_after(client: Any, run_id: str, step: int) -> int:
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric
 
     store = client._tracking_client.store  # the SQLAlchemy store: the only way to delete a point
-    with store.ManagedSessionMaker() as session:
+    with store.ManagedSessionMaker(read_only=False) as session:
         later = session.query(SqlMetric).filter(
             SqlMetric.run_uuid == run_id, SqlMetric.step > step, ~SqlMetric.key.startswith("system/")
         )

@@ -108,8 +108,9 @@ def _health_request(uri: str) -> urllib.request.Request:
     """GET <server>/health; credentials in the URI become a basic-auth header, as MLflow sends them
     (urllib refuses a URL that carries them)."""
     parts = urllib.parse.urlsplit(uri)
-    bare = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else ""))
-    request = urllib.request.Request(bare.geturl().rstrip("/") + "/health")
+    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    request = urllib.request.Request(urllib.parse.urlunsplit(
+        (parts.scheme, netloc, parts.path.rstrip("/") + "/health", parts.query, "")))
     if parts.username is not None:
         user = urllib.parse.unquote(parts.username)
         token = base64.b64encode(f"{user}:{urllib.parse.unquote(parts.password or '')}".encode()).decode()
