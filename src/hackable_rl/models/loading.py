@@ -255,7 +255,6 @@ def _pretrained_files(config: ExperimentConfig) -> tuple[Path, str | None]:
                 f"model.source: tiny: no warm-started model in {folder}; run `hackable-rl prepare` "
                 "then `hackable-rl warmstart` first"
             )
-        check_tiny_shape(folder, config.model.tiny)
         return folder, None
     if source.kind == "gguf":
         return Path(source.location), source.gguf_file
@@ -275,6 +274,8 @@ def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel
     folder, gguf_file = _source_files(config)
     if gguf_file is None:
         _require_saved_model(folder)
+    if config.model.source == TINY:  # its weights must have the configured shape (not just its tokenizer)
+        check_tiny_shape(folder, config.model.tiny)
     return _load_model(config, folder, device, gguf_file), _tokenizer_from(folder, gguf_file)
 
 
