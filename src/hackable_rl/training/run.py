@@ -138,7 +138,7 @@ def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_cha
     tracker = start_tracker(
         config, config.run_name, "train", run_id=start.info.get("mlflow_run_id"), event_log=run_dir / EVENT_LOG_NAME
     )
-    if start.step is not None:  # a fallback past a corrupt checkpoint: MLflow forgets the abandoned steps
+    if start.step is not None:  # MLflow forgets the steps after the resume point (a corrupt checkpoint's fallback)
         forget_steps_after(tracker, _event_log(run_dir), start.step)
     info = _record_start(config, run_dir, start, identity, tracker, capability, pipeline)
     return _Run(config, run_dir, start, recorder, identity, tracker, info, model, tokenizer, dataset, pipeline)

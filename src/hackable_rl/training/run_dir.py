@@ -66,6 +66,7 @@ _RUN_INFO_TYPES: dict[str, tuple[type, ...]] = {
     "config_changes": (list,),
     "tracking_pending": (bool,),
 }
+_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list", bool: "true or false"}
 
 
 def checked_run_info(run_dir: Path) -> dict[str, Any]:
@@ -79,9 +80,6 @@ def checked_run_info(run_dir: Path) -> dict[str, Any]:
             raise UserError(f"{run_dir / 'run.json'}: field {key!r} is {json.dumps(value)}, expected {expected}; "
                             "edited by hand? restore it, or start again with --overwrite")
     return info
-
-
-_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list", bool: "true or false"}
 
 
 def created_by_project(run_dir: Path, info: dict[str, Any]) -> bool:
