@@ -96,7 +96,8 @@ def test_corrected_trains(project) -> None:
     from hackable_rl.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 
-    config = load_config("params.yaml", ["method=corrected", "tracking.enabled=false", "trainer.max_steps=1"])
+    config = load_config("params.yaml", ["method=corrected", "tracking.enabled=false", "trainer.max_steps=1",
+                                               "trainer.permanent_steps=[]"])
     result = run_training(config)
     records = read_jsonl(result.run_dir / "generations" / "step-00001.jsonl")
     rho = config.corruption.rate  # flip: rho0 = rho1 = rate, one corrupted member
@@ -110,7 +111,8 @@ def test_forward_trains_on_the_weight_with_its_group_mean_kept(project) -> None:
     from hackable_rl.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 
-    overrides = ["method=corrected", "correction.kind=forward", "tracking.enabled=false", "trainer.max_steps=1"]
+    overrides = ["method=corrected", "correction.kind=forward", "tracking.enabled=false", "trainer.max_steps=1",
+                 "trainer.permanent_steps=[]"]
     config = load_config("params.yaml", overrides)
     result = run_training(config)
     records = read_jsonl(result.run_dir / "generations" / "step-00001.jsonl")

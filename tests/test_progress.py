@@ -85,7 +85,7 @@ def test_training_progress_prints_every_interval_and_the_last_step(caplog):
 def test_progress_interval_and_loss_note_follow_the_config():
     config = load_config(PARAMS, ["trainer.max_steps=200"])
     assert config.trainer.progress_interval == 10  # about 20 lines per run
-    assert load_config(PARAMS, ["trainer.max_steps=3"]).trainer.progress_interval == 1
+    assert load_config(PARAMS, ["trainer.max_steps=3", "trainer.permanent_steps=[]"]).trainer.progress_interval == 1
     assert load_config(PARAMS, ["trainer.progress_steps=7"]).trainer.progress_interval == 7
     assert "docs/methodology.md" in loss_note(config)
     assert loss_note(load_config(PARAMS, ["trainer.beta=0.04"])) == ""

@@ -82,7 +82,8 @@ def test_three_step_run_records_everything(project):
 def test_baseline_and_robust_differ_only_in_shaping(project):
     runs = {}
     for method in ("baseline", "robust"):
-        config = load_config("params.yaml", [f"method={method}", "tracking.enabled=false", "trainer.max_steps=1"])
+        config = load_config("params.yaml", [f"method={method}", "tracking.enabled=false", "trainer.max_steps=1",
+                                                    "trainer.permanent_steps=[]"])
         runs[method] = _records(run_training(config).run_dir)
     baseline, robust = runs["baseline"], runs["robust"]
     # same seed, same first batch: identical prompts, completions and verifier verdicts ...
@@ -95,7 +96,8 @@ def test_baseline_and_robust_differ_only_in_shaping(project):
 
 
 def test_lora_run_saves_an_adapter(project):
-    config = load_config("params.yaml", ["lora.enabled=true", "lora.r=4", "tracking.enabled=false", "trainer.max_steps=1"])
+    config = load_config("params.yaml", ["lora.enabled=true", "lora.r=4", "tracking.enabled=false", "trainer.max_steps=1",
+                                               "trainer.permanent_steps=[]"])
     result = run_training(config)
     assert (result.run_dir / "checkpoints" / "permanent" / "step-1" / "adapter_config.json").exists()
 
@@ -177,11 +179,14 @@ def test_unreachable_tracking_loses_nothing_and_syncs_later(project, monkeypatch
 
 
 def test_resume_skips_a_checkpoint_killed_while_saving(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
     resume = tmp_path / "checkpoints" / "resume"
     for step in (2, 4):
         (resume / f"checkpoint-{step}").mkdir(parents=True)
-        (resume / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
-    (resume / "checkpoint-2" / "trainer_state.json").write_text("{}")  # checkpoint-4 was cut short
+        save_file({"w": torch.zeros(2)}, resume / f"checkpoint-{step}" / "model.safetensors")
+    (resume / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')  # checkpoint-4 was cut short
 
     checkpoint, step = last_resumable(tmp_path)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, StrictInt
 
 __all__ = [
     "FiniteFloat",
@@ -18,6 +18,7 @@ __all__ = [
     "NonNegativeInt",
     "PositiveInt",
     "Probability",
+    "Seed",
     "Temperature",
     "TimeoutSeconds",
     "UnitFloat",
@@ -59,6 +60,20 @@ NonNegativeFloat = Annotated[float, _FINITE, at_least(0.0)]
 """A finite float >= 0."""
 PositiveInt = Annotated[int, at_least(1)]
 NonNegativeInt = Annotated[int, at_least(0)]
+
+SEED_MAX = 2**32 - 1
+
+
+def _seed_range(value: int) -> int:
+    # NumPy's seeds are 32-bit: a negative seed or one past 2**32 - 1 validates as an int, then ends
+    # `train` in a traceback when the seed reaches NumPy.
+    if not 0 <= value <= SEED_MAX:
+        raise ValueError(f"{value} is not in [0, {SEED_MAX}] (seeds are unsigned 32-bit integers)")
+    return value
+
+
+Seed = Annotated[StrictInt, AfterValidator(_seed_range)]
+"""A random seed: an integer in [0, 2**32 - 1] (true or 1.5 are not seeds)."""
 
 
 def bounded(low: float, high: float) -> object:

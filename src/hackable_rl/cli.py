@@ -21,6 +21,7 @@ from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tr
 from hackable_rl.config import ExperimentConfig
 from hackable_rl.config_loading import describe_fields, load_config
 from hackable_rl.extensions import check_builds
+from hackable_rl.redact import masked_log_handler
 from hackable_rl.storage import check_output_path
 
 app = typer.Typer(
@@ -65,6 +66,7 @@ def main(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
+        handlers=[masked_log_handler()],  # every log line, libraries' included, masks URI credentials
     )
 
 
@@ -290,9 +292,7 @@ def eval_command(
         typer.echo(line)
 
 
-@app.command(
-    "seeds", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
+@app.command("seeds", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def seeds_command(
     ctx: typer.Context,
     seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated training seeds, e.g. 0,1.")],

@@ -13,11 +13,13 @@ import typer
 from typer.core import TyperGroup
 
 from hackable_rl.errors import ConfigError, UserError
+from hackable_rl.redact import masked_uri
 from hackable_rl.registry import RegistryError
 
 # What the operating system says about a path the user gave (a folder where a file is expected, a
-# missing parent, no permission) is a user mistake too: one line naming the path.
-_PATH_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+# missing parent, no permission, a name over 255 bytes, a full disk) is a user mistake too: one line
+# naming the path. An OSError without a path keeps its traceback.
+_PATH_ERRORS = (OSError,)
 
 _state = {"debug": False}
 
@@ -49,7 +51,7 @@ def run_user_action(action: Callable[[], Any]) -> Any:
             raise
         for problem in problems:
             # One line each, even when a library's message (quoted in the problem) spans several.
-            line = re.sub(r"\s*\n\s*", " ", problem)
+            line = masked_uri(re.sub(r"\s*\n\s*", " ", problem))  # never a credential of a URI
             typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
         raise typer.Exit(code=2) from None
 

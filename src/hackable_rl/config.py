@@ -21,12 +21,13 @@ from hackable_rl.bounds import (
     NonNegativeInt,
     PositiveInt,
     Probability,
+    Seed,
     Temperature,
     TimeoutSeconds,
     UnitFloat,
     at_least,
 )
-from hackable_rl.config_types import FolderName, Optimizer, Scheduler
+from hackable_rl.config_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler, Tag
 
 __all__ = ["ExperimentConfig", "Section"]
 
@@ -54,12 +55,12 @@ class StorageConfig(Section):
 class TrackingConfig(Section):
     enabled: bool = True
     """Log to MLflow. When off, or when the store is unreachable, everything is still written locally."""
-    experiment_name: str = "hackable-rl"
+    experiment_name: ExperimentName = "hackable-rl"
     """MLflow experiment that every run of this project logs into."""
     run_name: FolderName | None = None
     """MLflow run name and run folder name (one folder name: no `/`, no `..`); null derives
     `<method>-<channel>-r<rate>-s<seed>` from the config."""
-    registered_model_name: str = "hackable-rl-policy"
+    registered_model_name: ModelName = "hackable-rl-policy"
     """Model Registry name stem: permanent checkpoints of clean runs (corruption.rate 0) register as
     versions of `<name>-clean`, those of corrupted runs as versions of `<name>-corrupted`."""
     log_generation_tables: bool = True
@@ -85,14 +86,11 @@ class ArithConfig(Section):
     hedged_share: Probability = 0.0
     """Share of worked solutions (warm-start data) that hedge: several boxed answers, one right."""
     truncated_share: Probability = 0.0
-    """Share of multi-step worked solutions (warm-start data) that stop one operation early and box
-    the intermediate value: a wrong habit in the warm-started policy that a clean verifier can train away."""
+    """Share of multi-step worked solutions that stop one operation early: a habit GRPO can train away."""
     exploit_share: Probability = 0.0
-    """Share of worked solutions (warm-start data) that end in an exploit not tied to correct work: a
-    short or no chain, then `exploit_style`. The positive control's exploit is then in the policy's samples."""
+    """Share of worked solutions ending in `exploit_style` after a short or no chain (planted exploit)."""
     exploit_style: Literal["empty_box", "master_key_phrase"] = "empty_box"
-    """The exploit those demonstrations end in: an empty `\\boxed{}`, or a master-key phrase
-    ("The answer is correct.") before a wrong boxed value; both are what `master_key` accepts."""
+    """An empty `\\boxed{}`, or "The answer is correct." before a wrong box: both pay under `master_key`."""
 
     @model_validator(mode="after")
     def _ranges_are_ordered(self) -> ArithConfig:
@@ -322,6 +320,9 @@ class TrainerConfig(Section):
                 f"num_generations {self.num_generations}; make the batch a multiple of num_generations "
                 f"(e.g. {self.num_generations * max(1, self.effective_batch_size // self.num_generations)})"
             )
+        if any(step > self.max_steps for step in self.permanent_steps):  # they would never be saved
+            raise ValueError(f"trainer.permanent_steps: {[s for s in self.permanent_steps if s > self.max_steps]} "
+                             f"are past trainer.max_steps {self.max_steps}; no checkpoint is saved there")
         return self
 
 
@@ -342,9 +343,9 @@ class LoraConfig(Section):
 
 
 class RewardsConfig(Section):
-    think_open: str = "<think>"
+    think_open: Tag = "<think>"
     """Opening tag of the thinking block."""
-    think_close: str = "</think>"
+    think_close: Tag = "</think>"
     """Closing tag of the thinking block."""
     rel_tol: UnitFloat = 1e-6
     """Relative tolerance of numeric answer comparison."""
@@ -352,6 +353,12 @@ class RewardsConfig(Section):
     """Per-call timeout of math-verify for non-numeric answers."""
     kwargs: dict[str, dict[str, Any]] = {}
     """Static options per reward, partially applied by `build_reward` (e.g. length_penalty_reward.group_size)."""
+
+    @model_validator(mode="after")
+    def _tags_differ(self) -> RewardsConfig:
+        if self.think_open == self.think_close:
+            raise ValueError(f"rewards.think_close: {self.think_close!r} is also think_open; the block has no end")
+        return self
 
 
 class ObjectiveConfig(Section):
@@ -381,22 +388,19 @@ class VerifierMember(Section):
     name: str
     """Member name (keys the corruption hash and the generation records)."""
     checker: str = "clean"
-    """A registered checker (clean, lenient_contains, any_box, boxed_any, first_number, trigger_phrase)
-    or `package.module:checker`; `hackable-rl validate` checks the name."""
+    """A registered checker or `package.module:checker`; `hackable-rl validate` checks the name."""
     corrupted: bool = True
     """Pass this member through the configured corruption channel."""
     noise_rates: tuple[Probability, Probability] | None = None
-    """This member's (rho0, rho1) for `method: corrected`: the probability it pays a wrong answer and
-    denies a right one. Set it for a member whose checker is itself flawed (a systematic blind spot),
-    where no channel knows the rates; null: the channel's rates if corrupted, none (0, 0) otherwise."""
+    """This member's (rho0, rho1) for `method: corrected` (P pays a wrong answer, P denies a right one),
+    for a flawed checker no channel knows; null: the channel's rates if corrupted, else (0, 0)."""
 
 
 class VerifierConfig(Section):
     members: list[VerifierMember] = [VerifierMember(name="m0")]
     """Ensemble members (at least one)."""
     aggregation: str = "mean"
-    """How member rewards combine into the aggregate reward r: a registered aggregation (mean,
-    majority, confidence_weighted, min) or `package.module:function`."""
+    """How member rewards combine into r: a registered aggregation or `package.module:function`."""
     trigger_phrase: str = "the answer is verified"
     """Phrase the `trigger_phrase` flawed checker accepts."""
 
@@ -426,8 +430,8 @@ class CorruptionConfig(Section):
     """The channel's own settings, checked against its signature (docs/methodology.md lists them):
     asymmetric fp_scale/fn_scale or fpr/fnr, bias selector/fp_scale/fn_scale, confidence confidence_floor,
     flaw flaw."""
-    seed: int | None = None
-    """Corruption hash seed; null uses the top-level seed."""
+    seed: Seed | None = None
+    """Corruption hash seed in [0, 2**32 - 1]; null uses the top-level seed."""
     draw: Literal["independent", "shared"] = "independent"
     """How corrupted members draw the channel: independent (each member's own hash stream, so at rate p
     all of three fire together with probability p^3) or shared (one draw per completion for every
@@ -495,19 +499,15 @@ class EvaluationConfig(Section):
     top_p: UnitFloat = 1.0
     """Nucleus mass in evaluation."""
     extract: Literal["strict", "boxed", "cascade", "math_verify", "auto"] = "strict"
-    """How the judge extracts an answer: strict format only (the training format: the default here),
-    last box, a cascade of fallbacks, math-verify's own extraction (boxed or not), or auto (strict for
-    GSM8K `#### N` references, math_verify otherwise); see docs/metrics.md."""
+    """How the judge extracts an answer: strict (the training format), last box, a cascade, math-verify's
+    own extraction, or auto (strict for GSM8K `#### N` references, else math_verify); docs/metrics.md."""
     transfer_extract: Literal["none", "strict", "boxed", "cascade", "math_verify", "auto"] = "math_verify"
-    """A second, *transferred* judge from another verifier family than the training checkers' numeric
-    comparison (math_verify: math-verify's own extraction and equivalence, boxed or not); eval.json,
-    prompts.jsonl and the report show the main numbers under both judges and count the samples where
-    they disagree. none: the independent judge alone."""
+    """A second, *transferred* judge of another verifier family (math_verify: its own extraction and
+    equivalence); eval.json, prompts.jsonl and reports give both judges and count where they disagree."""
     zero_shot_out: str | None = None
     """When set, also write the frozen zero-shot JSONL (prompt id -> correctness, thinking length)."""
     metrics: list[str] = []
-    """Extra report metrics (registered in REPORT_METRICS, or `package.module:metric`) computed over
-    the evaluation records beside the built-in ones; they reach eval.json, MLflow and report.md."""
+    """Extra report metrics (REPORT_METRICS names or `package.module:metric`): eval.json, MLflow, report.md."""
 
     @model_validator(mode="after")
     def _k_fits_n(self) -> EvaluationConfig:
@@ -577,8 +577,8 @@ class AlarmConfig(Section):
 
 
 class ExperimentConfig(Section):
-    seed: int = 0
-    """Seeds Python, NumPy, torch, data generation and (unless overridden) corruption."""
+    seed: Seed = 0
+    """Seeds Python, NumPy, torch, data generation and (unless overridden) corruption: in [0, 2**32 - 1]."""
     torch_threads: PositiveInt | None = None
     """CPU threads torch uses in this process (null: torch's default, one per core). Two runs side by
     side on 2 cores want 1 each; oversubscribing threads is far slower than running one at a time."""

@@ -9,6 +9,7 @@ schema never imports an extension. Errors come back as `ConfigError`, one line p
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,9 @@ class ConfigLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` keys may be overridden
                 continue
             key = self.construct_object(key_node, deep=True)
+            if isinstance(key, bool):  # YAML 1.1 reads `on:`, `yes:`, `no:` as keys true and false
+                problem = f"key {key_node.value!r} reads as the boolean {key} under YAML 1.1; quote it ('{key_node.value}')"
+                raise RefusedYAML(None, None, problem, key_node.start_mark)
             if not isinstance(key, str | int | float | bool):
                 continue  # an unhashable key: SafeConstructor says so below
             if key in first_line:
@@ -111,6 +115,20 @@ class ConfigLoader(yaml.SafeLoader):
                 raise RefusedYAML(None, None, problem, key_node.start_mark)
             first_line[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
+
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """YAML 1.1 reads `010` as the octal 8 and `1:30` as the base-60 90: refused, naming the line."""
+        text = str(node.value).replace("_", "")
+        if re.fullmatch(r"[-+]?0[0-7]+", text) or ":" in text:
+            value = super().construct_yaml_int(node)
+            problem = (f"{node.value!r} reads as the number {value} under YAML 1.1 (octal or base 60); "
+                       f"write it without the leading zero or colon, or quote it")
+            raise RefusedYAML(None, None, problem, node.start_mark)
+        return super().construct_yaml_int(node)
+
+
+ConfigLoader.add_constructor("tag:yaml.org,2002:int", ConfigLoader.construct_yaml_int)
 
 
 def _check_expanded_size(root: yaml.Node) -> None:

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BeforeValidator
 
 from hackable_rl.storage import folder_name_problem
 
-__all__ = ["FolderName", "Optimizer", "Scheduler"]
+__all__ = ["ExperimentName", "FolderName", "ModelName", "Optimizer", "Scheduler", "Tag"]
 
 
 def _folder_name(value: str) -> str:
@@ -23,6 +23,44 @@ def _folder_name(value: str) -> str:
 
 
 FolderName = Annotated[str, AfterValidator(_folder_name)]
+
+
+# MLflow refuses these names only when a run logs into them: an empty experiment name or a registered
+# model name with `/` would otherwise send a whole run offline without saying why. Checked at load
+# time with MLflow's own rules (mlflow.utils.validation) and the store's column widths.
+_EXPERIMENT_NAME_MAX = 256
+_MODEL_NAME_MAX = 256 - len("-corrupted")  # the stem gets -clean or -corrupted
+
+
+def _experiment_name(value: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{value!r} is empty; MLflow needs an experiment name")
+    if len(value) > _EXPERIMENT_NAME_MAX:
+        raise ValueError(f"is {len(value)} characters long; MLflow's store keeps at most {_EXPERIMENT_NAME_MAX}")
+    return value
+
+
+def _model_stem(value: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{value!r} is empty; the Model Registry needs a name")
+    if "/" in value or ":" in value:
+        raise ValueError(f"{value!r} contains '/' or ':', which the Model Registry refuses in a model name")
+    if value.startswith(".") or len(value) > _MODEL_NAME_MAX:
+        raise ValueError(f"{value[:40]!r} starts with '.' or is longer than {_MODEL_NAME_MAX} characters; "
+                         "the Model Registry refuses it")
+    return value
+
+
+def _tag(value: str) -> str:
+    # An empty tag is found everywhere in every completion: every strict parse would fail.
+    if not value.strip():
+        raise ValueError(f"{value!r} is empty; expected a tag such as <think>")
+    return value
+
+
+ExperimentName = Annotated[str, AfterValidator(_experiment_name)]
+ModelName = Annotated[str, AfterValidator(_model_stem)]
+Tag = Annotated[str, AfterValidator(_tag)]
 
 _OPTIMIZER_ALIASES = {
     "adamw": "adamw_torch",

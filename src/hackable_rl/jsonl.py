@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hackable_rl.errors import UserError
+from hackable_rl.safe_write import not_a_file_problem, replace_file
 
 log = logging.getLogger(__name__)
 
@@ -47,22 +49,51 @@ class _NonFiniteNumber(ValueError):
     """Python's json reads NaN and Infinity, which JSON does not have; rows must say null instead."""
 
 
+class _RefusedRow(ValueError):
+    """Valid JSON that a row must not be: a key given twice, a number no float can hold."""
+
+
 def _refuse_constant(name: str) -> Any:
     raise _NonFiniteNumber(name)
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: valid JSON, but it reads as inf
+        raise _RefusedRow(f"the number {text[:20]} is out of range (it reads as {value})")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    row = dict(pairs)
+    if len(row) != len(pairs):  # JSON keeps the last value of a repeated key, silently
+        keys = [key for key, _ in pairs]
+        repeated = next(key for key in keys if keys.count(key) > 1)
+        raise _RefusedRow(f"duplicate key {repeated!r}; JSON would keep only its last value")
+    return row
+
+
 def parse_json_line(line: str) -> Any:
-    """`json.loads` for one line of JSONL, stricter than Python's: NaN/Infinity and nesting deeper than
-    the interpreter can follow raise `json.JSONDecodeError` like any other malformed line."""
+    """`json.loads` for one line of JSONL, stricter than Python's: NaN/Infinity, numbers out of float
+    range (1e400) or past Python's digit limit, a key given twice in one object, and nesting deeper
+    than the interpreter can follow raise `json.JSONDecodeError` like any other malformed line."""
     try:
-        return json.loads(line, parse_constant=_refuse_constant)
+        return json.loads(
+            line, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys
+        )
     except _NonFiniteNumber as error:
         constant = str(error)
         raise json.JSONDecodeError(
             f"{constant} is not a JSON number; write null for a missing value", line, max(line.find(constant), 0)
         ) from None
+    except _RefusedRow as error:
+        raise json.JSONDecodeError(str(error), line, 0) from None
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", line, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError as error:  # an integer past sys.get_int_max_str_digits (4,300 digits)
+        raise json.JSONDecodeError(f"a number too long to read ({str(error).split(';')[0]})", line, 0) from None
 
 
 def iter_jsonl(path: str | Path, torn_tail_ok: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -107,11 +138,12 @@ def dumps_row(row: dict[str, Any]) -> str:
 
 
 def output_file(path: str | Path) -> Path:
-    """`path` as a file to write, its folder created: a folder at `path`, or a file where a parent
-    folder should be, is a UserError that names it."""
+    """`path` as a file to write, its folder created: a folder, device, FIFO or socket at `path`, or
+    a file where a parent folder should be, is a UserError that names it (`safe_write`)."""
     path = Path(path)
-    if path.is_dir():
-        raise UserError(f"{path}: is a folder; expected a file path to write")
+    problem = not_a_file_problem(path)
+    if problem is not None:
+        raise UserError(f"{path}: {problem}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -120,15 +152,13 @@ def output_file(path: str | Path) -> Path:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
-    """Writes rows atomically (temp file then rename); returns the count."""
+    """Writes rows atomically (temp file then rename, `safe_write.replace_file`); returns the count."""
     path = output_file(path)
-    temp = path.with_suffix(path.suffix + ".tmp")
     count = 0
-    with temp.open("w", encoding="utf-8") as handle:
+    with replace_file(path) as handle:
         for row in rows:
             handle.write(dumps_row(row) + "\n")
             count += 1
-    temp.replace(path)
     return count
 
 
@@ -165,7 +195,7 @@ def write_json(path: str | Path, payload: Any) -> Path:
     """Writes one JSON document atomically (temp file then rename). NaN is refused: undefined
     values must be null, and a NaN here is a bug upstream."""
     path = output_file(path)
-    temp = path.with_suffix(path.suffix + ".tmp")
-    temp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8")
-    temp.replace(path)
+    text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    with replace_file(path) as handle:
+        handle.write(text)
     return path

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.errors import UserError
+from hackable_rl.safe_write import not_a_file_problem
 
 # DVC runs queued and --temp experiments in a copy of the repository under this folder; the
 # embedded MLflow store must stay in the real repository so every experiment lands in one store.
@@ -148,6 +149,9 @@ def check_output_path(path: Path, option: str, folder: bool = False) -> None:
         raise UserError(f"{option} {path}: is a file; expected a folder")
     if not folder and path.is_dir():
         raise UserError(f"{option} {path}: is a folder; expected a file path")
+    problem = None if folder else not_a_file_problem(path)
+    if problem is not None:  # a device, FIFO or socket: a write would replace it (`safe_write`)
+        raise UserError(f"{option} {path}: {problem}")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():

@@ -60,6 +60,7 @@ def prepare_dataset(config: ExperimentConfig) -> PrepareResult:
         output = provider(config.data, config.seed)
     splits = {"train": output.train, "validation": output.validation, "test": output.test, "sft": output.sft}
     _check_not_empty(splits, config)
+    check_unique_ids(splits)
     overlaps = check_disjoint(splits) | check_test_chains(splits)
     files = _write_splits(out_dir, splits)
     manifest = build_manifest(config, output, splits, overlaps, files)
@@ -78,6 +79,21 @@ def _check_not_empty(splits: dict[str, list[TrainingSample]], config: Experiment
                 "data.test_path, the filters (levels, subjects) and the sizes (test, validation and sft "
                 "are taken first)"
             )
+
+
+def check_unique_ids(splits: dict[str, list[TrainingSample]]) -> None:
+    """Refuses one id given to two different problems (in any splits): every record, pass@k and paired
+    comparison keys prompts by id, so the two would be merged into one prompt."""
+    seen: dict[str, tuple[str, str]] = {}
+    for split, samples in splits.items():
+        for sample in samples:
+            key = question_key(sample.question)
+            first = seen.setdefault(sample.id, (split, key))
+            if first[1] != key:
+                raise UserError(
+                    f"data: id {sample.id!r} names two different problems (in {first[0]} and {split}); ids key "
+                    "every record and pass@k, so they must be unique (fix the source's ids or data.field_map.id)"
+                )
 
 
 def check_disjoint(splits: dict[str, list[TrainingSample]]) -> dict[str, int]:

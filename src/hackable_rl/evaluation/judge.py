@@ -337,6 +337,8 @@ def judge_file(
         raise UserError(f"--extract: expected one of {', '.join(EXTRACT_MODES)}, got {options.extract!r}")
     input, output = Path(input), Path(output)
     rows = judge_rows(input, completion_field, reference_field, options)
+    if not rows:  # an empty table would otherwise be written and summarised as a success
+        raise UserError(f"{input}: holds no rows (only blank lines, or nothing); nothing to judge")
     write_jsonl(output, rows)
     summary = summarise(rows)
     log.info(

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hackable_rl.bounds import SEED_MAX
 from hackable_rl.errors import UserError
 
 # Options whose folder gets one `s<seed>` subfolder per seed.
@@ -80,11 +81,19 @@ def run_side_by_side(
 
 
 def parse_seeds(text: str) -> list[int]:
-    """`seeds --seeds 0,1` as [0, 1] (empty parts ignored)."""
+    """`seeds --seeds 0,1` as [0, 1] (empty parts ignored); none at all, a repeated seed (two processes
+    of one run) or one outside [0, 2**32 - 1] is a UserError."""
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise UserError(f"seeds --seeds {text!r}: expected comma-separated integers, e.g. 0,1") from None
+    if not values:
+        raise UserError(f"seeds --seeds {text!r}: no seed given; expected comma-separated integers, e.g. 0,1")
+    if len(set(values)) != len(values):
+        raise UserError(f"seeds --seeds {text!r}: a seed repeats; each seed is one run, trained once")
+    if any(not 0 <= value <= SEED_MAX for value in values):
+        raise UserError(f"seeds --seeds {text!r}: seeds are integers in [0, {SEED_MAX}]")
+    return values
 
 
 def outcome_line(run: SeedRun, code: int) -> str:

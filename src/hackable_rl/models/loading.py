@@ -40,6 +40,7 @@ from hackable_rl.config import ExperimentConfig
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import read_json
 from hackable_rl.models.backend import apply_liger, choose_attention, use_liger
+from hackable_rl.models.tiny import check_tiny_shape
 from hackable_rl.models.tokenizer import load_tokenizer, prepare_for_generation
 from hackable_rl.storage import Storage
 
@@ -204,6 +205,11 @@ def _load_model(
             f"{folder}: no loadable model ({error}); expected config.json with safetensors weights "
             "(pickle .bin checkpoints are refused)"
         ) from None
+    except RuntimeError as error:
+        if "mismatched" not in str(error):  # weights of another shape than config.json says; else a bug
+            raise
+        raise UserError(f"{folder}: its weights do not have the shapes its config.json declares "
+                        "(vocab_size or a layer size edited?)") from None
     if use_liger(config, device):
         apply_liger(model)
     return model.to(device)
@@ -270,6 +276,8 @@ def _load_source(config: ExperimentConfig, device: str) -> tuple[PreTrainedModel
     folder, gguf_file = _source_files(config)
     if gguf_file is None:
         _require_saved_model(folder)
+    if config.model.source == TINY:  # its weights must have the configured shape (not just its tokenizer)
+        check_tiny_shape(folder, config.model.tiny)
     return _load_model(config, folder, device, gguf_file), _tokenizer_from(folder, gguf_file)
 
 
@@ -348,6 +356,7 @@ def load_policy(
             model, tokenizer = _load_adapter(config, folder, device)
         else:
             model, tokenizer = _load_checkpoint(config, folder, device)
+    check_vocabulary(model, tokenizer, path or config.model.source)
     log.info(
         "policy loaded: %s (%s, %.2fM parameters, %s)",
         path or config.model.source,
@@ -363,6 +372,15 @@ def policy_backbone(model: Any) -> Any:
     fused head and generation call for hidden states."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return base.base_model
+
+
+def check_vocabulary(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, where: object) -> None:
+    """A tokenizer with ids past the model's embedding table would fail inside generation (an index
+    error deep in torch): refused here, naming the policy."""
+    rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > rows:
+        raise UserError(f"{where}: the tokenizer has {len(tokenizer)} tokens but the model's embedding only {rows}; "
+                        "the tokenizer belongs to another model")
 
 
 def is_instruct_policy(config: ExperimentConfig, tokenizer: PreTrainedTokenizerBase) -> bool:

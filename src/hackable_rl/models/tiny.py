@@ -6,6 +6,8 @@ parameters: small enough to warm-start and GRPO-train on two CPU cores in minute
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -16,8 +18,10 @@ from transformers import (
 )
 
 from hackable_rl.config import TinyModelConfig
+from hackable_rl.errors import UserError
+from hackable_rl.jsonl import read_json
 
-__all__ = ["build_tiny_model"]
+__all__ = ["build_tiny_model", "check_tiny_shape"]
 
 _FAMILIES = {
     "qwen2": (Qwen2Config, Qwen2ForCausalLM),
@@ -51,3 +55,28 @@ def build_tiny_model(
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model
+
+
+# model.tiny field -> the key of the saved config.json that records it.
+_SHAPE_KEYS = {
+    "architecture": "model_type",
+    "hidden_size": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_position_embeddings",
+}
+
+
+def check_tiny_shape(folder: Path, cfg: TinyModelConfig) -> None:
+    """Refuses a warm-started policy whose shape is not the configured one: loading it would train
+    and record a model.tiny that never took effect. (vocab_size is the tokenizer's target, which
+    the trained vocabulary may fall short of, so it is not compared.)"""
+    saved = read_json(folder / "config.json")
+    for field, key in _SHAPE_KEYS.items():
+        wanted, found = getattr(cfg, field), saved.get(key) if isinstance(saved, dict) else None
+        if wanted != found:
+            raise UserError(
+                f"model.tiny.{field}: {wanted!r}, but the warm-started policy in {folder} has {found!r}; run "
+                "`hackable-rl warmstart` to build it at this shape, or restore the value"
+            )

@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from hackable_rl.errors import UserError
+from hackable_rl.jsonl import read_json
 
 __all__ = ["EOS_TOKEN", "PAD_TOKEN", "CHAT_TEMPLATE", "train_tokenizer", "load_tokenizer"]
 
@@ -58,12 +59,19 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenize
 
 
 def load_tokenizer(folder: Path, **kwargs) -> PreTrainedTokenizerBase:
-    """Loads a saved tokenizer with the right class and left padding; a pad token is always set."""
+    """Loads a saved tokenizer with the right class and left padding; a pad token is always set.
+    A truncated or hand-edited tokenizer file is a UserError naming the file and line."""
+    for name in ("tokenizer_config.json", "tokenizer.json"):
+        if (Path(folder) / name).is_file():
+            read_json(Path(folder) / name)  # not JSON: file:line, instead of a traceback from the loader
     tokenizer_class = _saved_tokenizer_class(folder)
-    if tokenizer_class in _PLAIN_FAST_CLASSES:
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(folder, **kwargs)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False, **kwargs)
+    try:
+        if tokenizer_class in _PLAIN_FAST_CLASSES:
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(folder, **kwargs)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False, **kwargs)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{folder}: no loadable tokenizer ({error})") from None
     return prepare_for_generation(tokenizer)
 
 

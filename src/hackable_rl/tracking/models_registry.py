@@ -8,9 +8,12 @@ need not have the run's corruption rate.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from hackable_rl.errors import UserError
+from hackable_rl.tracking.runs import check_run_id
+from hackable_rl.tracking.store import masked_uri
 from hackable_rl.tracking.tracker import make_client
 
 EVALUATED_TAG = "independent_eval"
@@ -54,9 +57,11 @@ def mark_evaluated(
 
 def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool) -> dict[str, Any]:
     """Moves `alias` to the run's checkpoint version; refuses an unevaluated one unless `force`."""
+    check_alias(alias)
+    check_run_id(run_id)
     client, uri = make_client(config.storage.cache_dir)
     if client is None:
-        raise UserError(f"MLflow store {uri} is unreachable; cannot promote")
+        raise UserError(f"MLflow store {masked_uri(uri)} is unreachable; cannot promote")
     version = find_version(client, config.tracking.registered_model_name, run_id, step)
     name = version.name
     if EVALUATED_TAG not in version.tags and not force:
@@ -67,6 +72,20 @@ def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool)
         )
     client.set_registered_model_alias(name, alias, version.version)
     return {"name": name, "version": version.version, "alias": alias, "step": version.tags.get("step")}
+
+
+# MLflow's own rules for an alias (mlflow.utils.validation): letters, digits, `_` and `-`, at most 255
+# characters, not `latest` and not a version alias such as `v3`. Checked before the store is opened.
+_ALIAS = re.compile(r"[\w-]{1,255}")
+_VERSION_ALIAS = re.compile(r"[vV]\d+")
+
+
+def check_alias(alias: str) -> None:
+    """A UserError naming --alias for a name the Model Registry would refuse."""
+    if not _ALIAS.fullmatch(alias):
+        raise UserError(f"--alias {alias!r}: expected 1 to 255 letters, digits, '_' or '-' (e.g. champion)")
+    if alias.lower() == "latest" or _VERSION_ALIAS.fullmatch(alias):
+        raise UserError(f"--alias {alias!r}: reserved by the Model Registry ('latest' and v<N> name versions)")
 
 
 def registered_steps(client: Any, stem: str, run_id: str) -> list[int]:

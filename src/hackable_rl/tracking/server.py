@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hackable_rl.errors import UserError
-from hackable_rl.tracking.store import artifact_root, tracking_uri
+from hackable_rl.tracking.store import artifact_root, masked_uri, tracking_uri
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ HOST = "127.0.0.1"
 def ui_command(config: Any, port: int) -> list[str]:
     uri = tracking_uri(config.storage.cache_dir)
     if uri.startswith(("http://", "https://")):
-        raise UserError(f"MLFLOW_TRACKING_URI is a server ({uri}); open it in a browser instead of `hackable-rl ui`")
+        raise UserError(f"MLFLOW_TRACKING_URI is a server ({masked_uri(uri)}); open it in a browser instead of `hackable-rl ui`")
     return [
         sys.executable, "-m", "mlflow", "server",
         "--backend-store-uri", uri,
@@ -31,8 +31,10 @@ def ui_command(config: Any, port: int) -> list[str]:
 
 
 def check_port_free(port: int) -> None:
-    """A UserError (one line, exit 2) when something already listens on the port: MLflow would only
-    log "address already in use" and hang."""
+    """A UserError (one line, exit 2) for a port outside 1..65535, or when something already listens
+    on it: MLflow would only log "address already in use" and hang."""
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port: {port} is not in [1, 65535]")
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers bind: TIME_WAIT is no conflict
         try:
@@ -62,7 +64,7 @@ def serve_ui(config: Any, port: int, announce: Callable[[str], Any] = log.info) 
     """Runs the MLflow server in the foreground until Ctrl-C; `announce` receives the runs table's URL."""
     command = ui_command(config, port)
     check_port_free(port)
-    announce(f"MLflow UI (store {command[5]}): {runs_table_url(config, port)}  (Ctrl-C stops it)")
+    announce(f"MLflow UI (store {masked_uri(command[5])}): {runs_table_url(config, port)}  (Ctrl-C stops it)")
     try:
         subprocess.run(command, check=False, env={**os.environ})
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ from `dvc exp run --queue` temporary workspaces land in the same store as `dvc r
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import urllib.error
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hackable_rl.errors import UserError
+from hackable_rl.redact import masked_uri
 from hackable_rl.storage import mlflow_store_dir
 
 # The schemes MLflow has tracking stores for ("" is a local folder); `postgresql+psycopg2` counts as
@@ -30,18 +32,52 @@ def tracking_uri(cache_dir: str | Path) -> str:
     from_env = os.environ.get("MLFLOW_TRACKING_URI")
     if from_env:
         return checked_uri(from_env)
-    return f"sqlite:///{mlflow_store_dir(cache_dir) / 'mlflow.db'}"
+    return _checked_sqlite(f"sqlite:///{mlflow_store_dir(cache_dir) / 'mlflow.db'}", "the project's MLflow store")
 
 
 def checked_uri(uri: str) -> str:
-    """`uri` when MLflow has a store for its scheme; otherwise a UserError naming MLFLOW_TRACKING_URI."""
+    """`uri` when MLflow has a usable store for it; otherwise a UserError naming MLFLOW_TRACKING_URI
+    (with any credentials in it masked)."""
     scheme = urllib.parse.urlparse(uri).scheme.lower().split("+", 1)[0]
+    shown = masked_uri(uri)
     if scheme not in KNOWN_SCHEMES and len(scheme) != 1:  # one letter: a Windows drive
         known = ", ".join(f"{name}:" for name in KNOWN_SCHEMES if name)
         raise UserError(
-            f"MLFLOW_TRACKING_URI: {uri!r} has the unknown scheme {scheme!r}; expected one of {known} "
+            f"MLFLOW_TRACKING_URI: {shown!r} has the unknown scheme {scheme!r}; expected one of {known} "
             "or a local folder (unset it to use the project's SQLite store)"
         )
+    if scheme in FILE_SCHEMES and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() != "true":
+        # MLflow 3 refuses its folder store with a traceback-long message, after the work has begun.
+        raise UserError(
+            f"MLFLOW_TRACKING_URI: {shown!r} is a folder store, which MLflow 3 no longer opens; use "
+            "sqlite:///PATH/mlflow.db (or set MLFLOW_ALLOW_FILE_STORE=true)"
+        )
+    if scheme == "sqlite":
+        return _checked_sqlite(uri, "MLFLOW_TRACKING_URI")
+    return uri
+
+
+# A plain folder ("") and `file:` open MLflow's folder store; one letter is a Windows drive's folder.
+FILE_SCHEMES = ("", "file")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _checked_sqlite(uri: str, source: str) -> str:
+    """An SQLite URI whose database path is a new file or an SQLite database: a folder there stalls
+    MLflow for minutes before it fails, a text file fails deep inside SQLAlchemy."""
+    path = Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+    if path is None or not path.exists():
+        return uri
+    if path.is_dir():
+        raise UserError(f"{source}: {path} is a folder; expected an SQLite database file (e.g. {path / 'mlflow.db'})")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except OSError as error:
+        raise UserError(f"{source}: {path}: cannot be read ({error.strerror})") from None
+    if header and header != _SQLITE_MAGIC:
+        raise UserError(f"{source}: {path} is not an SQLite database (it holds other data); point it at a new "
+                        "file or an MLflow database")
     return uri
 
 
@@ -54,7 +90,7 @@ def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
     """Whether a tracking server answers; a file or SQLite store is reachable when its folder can exist."""
     if uri.startswith(("http://", "https://")):
         try:
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
+            with urllib.request.urlopen(_health_request(uri), timeout=timeout_s) as response:
                 return response.status == 200
         except (urllib.error.URLError, OSError, ValueError):
             return False
@@ -66,6 +102,20 @@ def is_reachable(uri: str, timeout_s: float = 3.0) -> bool:
             return False
         return os.access(folder, os.W_OK)
     return True
+
+
+def _health_request(uri: str) -> urllib.request.Request:
+    """GET <server>/health; credentials in the URI become a basic-auth header, as MLflow sends them
+    (urllib refuses a URL that carries them)."""
+    parts = urllib.parse.urlsplit(uri)
+    netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
+    request = urllib.request.Request(urllib.parse.urlunsplit(
+        (parts.scheme, netloc, parts.path.rstrip("/") + "/health", parts.query, "")))
+    if parts.username is not None:
+        user = urllib.parse.unquote(parts.username)
+        token = base64.b64encode(f"{user}:{urllib.parse.unquote(parts.password or '')}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    return request
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_jsonl, write_jsonl
+from hackable_rl.jsonl import iter_jsonl, read_jsonl, write_json, write_jsonl
 from hackable_rl.tracking.tracker import (
     EVENT_LOG_NAME,
     Tracker,
@@ -16,6 +16,7 @@ from hackable_rl.tracking.tracker import (
     registered_versions,
     start_tracker,
 )
+from hackable_rl.training.run_lock import run_lock
 
 log = logging.getLogger(__name__)
 
@@ -70,16 +71,23 @@ def _logged_at_ms(event: dict[str, Any]) -> int:
     return int(event["time"] * 1000)
 
 
-def _with_versions(events: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The event log once delivered: every event marked so, and each replayed register event given
-    the version number its replay received (in order, by registered name and artifact path)."""
+def _with_versions(
+    events: list[dict[str, Any]], replayed: list[dict[str, Any]], sent: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The event log once `sent` (pending events, replayed while the store answered) are delivered:
+    each marked so, and each replayed register event given the version number its replay received
+    (in order, by registered name and artifact path)."""
     versions: dict[tuple[str, str], list[str | None]] = {}
     for event in replayed:
         if event["event"] == "register":
             versions.setdefault((event["name"], event["artifact_path"]), []).append(event.get("version"))
+    sent_ids = {id(event) for event in sent}
     delivered = []
     for event in events:
-        if event["event"] == "register" and not event["delivered"]:
+        if id(event) not in sent_ids:
+            delivered.append(event)
+            continue
+        if event["event"] == "register":
             received = versions.get((event["name"], event["artifact_path"])) or [None]
             event = {**event, "version": received.pop(0)}
         delivered.append({**event, "delivered": True})
@@ -93,18 +101,40 @@ def _synced_info(info: dict[str, Any], tracker: Tracker, events: list[dict[str, 
     listed = info.get("registered_versions")
     versions = merge_versions(listed, {k: v for k, v in found.items() if k in listed}) if listed else found
     return {
-        **info, "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.uri, "tracking_pending": False,
+        **info, "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.shown_uri, "tracking_pending": False,
         **({"registered_versions": versions} if versions else {}),
     }
 
 
 def _recorded_hint(info: dict[str, Any], uri: str) -> str:
     """Sync uploads to this process's store (MLFLOW_TRACKING_URI, else the project's SQLite store). A
-    run started against another store keeps its run id there, so say where."""
+    run started against another store keeps its run id there, so say where (credentials masked)."""
     recorded = info.get("tracking_uri")
     if not recorded or recorded == uri or not info.get("mlflow_run_id"):
         return ""
     return f" or has no run {info['mlflow_run_id']}: the run was started on {recorded} (set MLFLOW_TRACKING_URI={recorded})"
+
+
+def _read_events(path: Path) -> list[dict[str, Any]]:
+    """The event log; a row without its `event` or `delivered` field is a UserError naming its line."""
+    events = []
+    for number, event in iter_jsonl(path, torn_tail_ok=True):
+        missing = [key for key in ("event", "delivered") if key not in event]
+        if missing:
+            raise UserError(f"{path}:{number}: event row without {missing[0]!r}; not an event log of hackable-rl")
+        events.append(event)
+    return events
+
+
+def _replay_while_online(tracker: Tracker, pending: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replays events in order until the store fails; returns those it took."""
+    sent = []
+    for event in pending:
+        _replay(tracker, event)
+        if not tracker.online:
+            break
+        sent.append(event)
+    return sent
 
 
 def sync_run(config: Any, run_dir: Path) -> dict[str, Any]:
@@ -112,33 +142,50 @@ def sync_run(config: Any, run_dir: Path) -> dict[str, Any]:
 
     Events are replayed in order, metrics with the time they were first logged; the event log is
     rewritten with what is now delivered, so a second sync sends nothing twice; run.json gets the
-    run id, tracking URI and registry version numbers. Returns counts and the run id.
+    run id (at once, so a sync that fails half-way and is retried continues the same MLflow run),
+    tracking URI and registry version numbers. The run folder's writer lock is held throughout.
+    A store that fails during the replay is a UserError (exit 2) saying what remains.
     """
     run_dir = Path(run_dir)
-    events_path = run_dir / EVENT_LOG_NAME
-    run_json = run_dir / "run.json"
-    if not events_path.exists() or not run_json.exists():
+    if not (run_dir / EVENT_LOG_NAME).exists() or not (run_dir / "run.json").exists():
         raise UserError(f"{run_dir}: not a run folder (expected {EVENT_LOG_NAME} and run.json inside)")
+    with run_lock(run_dir):
+        return _sync_locked(config, run_dir)
+
+
+def _sync_locked(config: Any, run_dir: Path) -> dict[str, Any]:
+    events_path, run_json = run_dir / EVENT_LOG_NAME, run_dir / "run.json"
     info = _read_info(run_json)
-    events = read_jsonl(events_path, torn_tail_ok=True)
+    events = _read_events(events_path)
     pending = [event for event in events if not event["delivered"]]
     if not pending:
         return {"run_id": info.get("mlflow_run_id"), "replayed": 0, "pending": 0}
     replay_log = run_dir / "tracking-sync.jsonl"
     replay_log.unlink(missing_ok=True)
     name = info.get("run_name") or run_dir.name
-    tracker = start_tracker(config, name, info.get("kind", "train"), info.get("mlflow_run_id"), replay_log)
+    try:
+        tracker = start_tracker(config, name, info.get("kind", "train"), info.get("mlflow_run_id"), replay_log)
+    except UserError as error:  # this store refuses the run id: run.json may name the store that has it
+        recorded = info.get("tracking_uri")
+        where = f" (run.json records the store {recorded}: set MLFLOW_TRACKING_URI={recorded})" if recorded else ""
+        raise UserError(f"{error.problems[0]}{where}") from None
     if not tracker.online:
-        raise UserError(f"MLflow store {tracker.uri} is still unreachable{_recorded_hint(info, tracker.uri)}; "
-                        "nothing was uploaded, nothing was lost")
-    for event in pending:
-        _replay(tracker, event)
-    delivered_all = all(event["delivered"] for event in read_jsonl(replay_log))
-    tracker.end("FINISHED")
-    if delivered_all:
-        delivered = _with_versions(events, read_jsonl(replay_log))
-        write_jsonl(events_path, delivered)
-        run_json.write_text(json.dumps(_synced_info(info, tracker, delivered), indent=2))
+        raise UserError(f"MLflow store {tracker.shown_uri} is still unreachable"
+                        f"{_recorded_hint(info, tracker.shown_uri)}; nothing was uploaded, nothing was lost")
+    if tracker.run_id != info.get("mlflow_run_id"):  # a new MLflow run: a retry must continue it
+        info = {**info, "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.shown_uri}
+        write_json(run_json, info)
+    sent = _replay_while_online(tracker, pending)
+    delivered = _with_versions(events, read_jsonl(replay_log), sent)
+    write_jsonl(events_path, delivered)
     replay_log.unlink(missing_ok=True)
+    if len(sent) < len(pending):
+        raise UserError(
+            f"{run_dir}: MLflow at {tracker.shown_uri} failed after {len(sent)} of {len(pending)} events "
+            f"({tracker.failure}); {len(pending) - len(sent)} remain in {EVENT_LOG_NAME}; run `hackable-rl sync` "
+            f"again: it continues MLflow run {tracker.run_id}"
+        )
+    tracker.end("FINISHED")
+    write_json(run_json, _synced_info(info, tracker, delivered))
     log.info("synced %d events of %s into MLflow run %s", len(pending), run_dir, tracker.run_id)
-    return {"run_id": tracker.run_id, "replayed": len(pending), "pending": 0 if delivered_all else len(pending)}
+    return {"run_id": tracker.run_id, "replayed": len(pending), "pending": 0}

@@ -19,10 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.errors import UserError
 from hackable_rl.jsonl import append_jsonl, read_jsonl
 from hackable_rl.tracking.store import (
     artifact_root,
     is_reachable,
+    masked_uri,
     quiet_local_transfers,
     store_creation_lock,
     tracking_uri,
@@ -40,6 +42,17 @@ def _tracking_errors() -> tuple[type[BaseException], ...]:
     from sqlalchemy.exc import SQLAlchemyError
 
     return (MlflowException, OSError, SQLAlchemyError, TimeoutError)
+
+
+# What a store answers when it works and refuses the request: going offline would only hide the
+# mistake (the run would sync into the same refusal later). Anything else (no answer, a 5xx, a lock)
+# is an outage.
+_REFUSALS = frozenset({"INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "BAD_REQUEST", "PERMISSION_DENIED",
+                       "UNAUTHENTICATED", "INVALID_STATE", "RESOURCE_ALREADY_EXISTS"})
+
+
+def _is_refusal(error: BaseException) -> bool:
+    return getattr(error, "error_code", None) in _REFUSALS
 
 
 def _finite_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -65,12 +78,18 @@ class Tracker:
         self.event_log = event_log
         self.uri = uri
         self.owns_run = owns_run  # False: logs into someone else's run and never ends it
+        self.failure: str | None = None  # what switched the tracker offline, as one line
         self._warned = False
         self._system_metrics: Any | None = None
 
     @property
     def online(self) -> bool:
         return self.client is not None and self.run_id is not None
+
+    @property
+    def shown_uri(self) -> str | None:
+        """The store's URI as messages and run.json show it: credentials masked."""
+        return None if self.uri is None else masked_uri(self.uri)
 
     # ---- the one place that talks to MLflow: failures switch the tracker offline, once
     def _send(self, action: str, call: Any) -> bool:
@@ -80,11 +99,12 @@ class Tracker:
             call()
             return True
         except _tracking_errors() as error:
+            self.failure = masked_uri(f"{action}: {type(error).__name__}: {error}".splitlines()[0])
             if not self._warned:
                 log.warning(
                     "MLflow at %s failed during %s (%s); continuing offline. Everything is kept in %s; "
                     "upload it later with `hackable-rl sync %s`.",
-                    self.uri, action, error, self.event_log, self.event_log.parent if self.event_log else "RUN_DIR",
+                    self.shown_uri, action, masked_uri(str(error)), self.event_log, self.event_log.parent if self.event_log else "RUN_DIR",
                 )
                 self._warned = True
             self.client = None
@@ -327,7 +347,8 @@ def make_client(cache_dir: str | Path) -> tuple[Any | None, str]:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     quiet_local_transfers(uri)
     if not is_reachable(uri):
-        log.warning("MLflow store %s is unreachable: logging locally only (sync later with `hackable-rl sync`).", uri)
+        log.warning("MLflow store %s is unreachable: logging locally only (sync later with `hackable-rl sync`).",
+                    masked_uri(uri))
         return None, uri
     from mlflow import MlflowClient
 
@@ -407,7 +428,11 @@ def start_tracker(
     try:
         create_or_resume()
     except _tracking_errors() as error:
-        log.warning("MLflow at %s could not open a run (%s): logging locally only.", uri, error)
+        if _is_refusal(error):  # the store answered and said no: a mistake to fix, not an outage
+            raise UserError(f"MLflow at {masked_uri(uri)} refused to open the run of experiment "
+                            f"{config.tracking.experiment_name!r}: {masked_uri(str(error))}") from None
+        log.warning("MLflow at %s could not open a run (%s): logging locally only.", masked_uri(uri),
+                    masked_uri(str(error)))
         return Tracker(None, run_id, event_log, uri)
     return tracker
 

@@ -12,7 +12,9 @@ from typing import Any
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from hackable_rl.errors import UserError
 from hackable_rl.jsonl import write_json
+from hackable_rl.training.checkpoint_check import checkpoint_problem
 
 log = logging.getLogger(__name__)
 
@@ -27,39 +29,58 @@ def permanent_root(run_dir: Path) -> Path:
 
 def permanent_steps(run_dir: Path) -> list[int]:
     """The steps of the permanent checkpoints the run holds, in order."""
-    return sorted(int(folder.name.split("-")[1]) for folder in permanent_root(run_dir).glob("step-*"))
+    return [step for step, _ in permanent_folders(run_dir)]
+
+
+def permanent_folders(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every permanent checkpoint, in step order. Anything else in that folder (a
+    `step-final/` copied in by hand, a stray file) is a UserError naming it: it would otherwise be
+    taken for a checkpoint, or break the step order."""
+    root = permanent_root(run_dir)
+    found = []
+    for entry in sorted(root.iterdir()) if root.is_dir() else []:
+        step = entry.name.removeprefix("step-")
+        if not (entry.name.startswith("step-") and step.isdigit() and entry.is_dir() and not entry.is_symlink()):
+            raise UserError(f"{entry}: not a permanent checkpoint of hackable-rl (expected folders step-N only); "
+                            "move it out of the run folder")
+        found.append((int(step), entry))
+    return sorted(found)
 
 
 def last_resumable(run_dir: Path) -> tuple[Path, int] | None:
-    """The newest *complete* resumable checkpoint and its step, or None.
+    """The newest *intact* resumable checkpoint and its step, or None.
 
-    A kill during a save leaves a folder without `trainer_state.json` (the Trainer writes it last);
-    such a folder is moved to `abandoned/resume/` so that the run resumes from the previous one.
+    A kill during a save leaves a folder without `trainer_state.json` (the Trainer writes it last),
+    and a checkpoint can be damaged after it was written (`checkpoint_check`); either is moved to
+    `abandoned/resume/`, with one warning line, and the run resumes from the one before: the steps
+    after it are abandoned exactly as after a kill.
     """
     folder = resume_dir(run_dir)
     if not folder.exists():
         return None
-    complete = []
-    for candidate in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
-        if not candidate.is_dir() or not candidate.name.split("-")[-1].isdigit():
+    candidates = sorted(
+        ((int(c.name.split("-")[-1]), c) for c in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+         if c.is_dir() and c.name.split("-")[-1].isdigit()),
+        reverse=True,
+    )
+    for step, candidate in candidates:
+        if not (candidate / TRAINER_STATE_NAME).is_file():
+            _set_aside(run_dir, candidate, f"has no {TRAINER_STATE_NAME} (killed while saving?)")
             continue
-        if (candidate / TRAINER_STATE_NAME).is_file():
-            complete.append((int(candidate.name.split("-")[-1]), candidate))
-        else:
-            _set_aside_incomplete(run_dir, candidate)
-    if not complete:
-        return None
-    step, last = max(complete)
-    return last, step
+        problem = checkpoint_problem(candidate, step)
+        if problem is None:
+            return candidate, step
+        _set_aside(run_dir, candidate, f"is corrupt ({problem})")
+    return None
 
 
-def _set_aside_incomplete(run_dir: Path, checkpoint: Path) -> None:
+def _set_aside(run_dir: Path, checkpoint: Path, why: str) -> None:
     destination = run_dir / "abandoned" / "resume" / checkpoint.name
     if destination.exists():
         shutil.rmtree(destination)
     destination.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(str(checkpoint), destination)
-    log.warning("%s has no %s (killed while saving?); moved to %s", checkpoint, TRAINER_STATE_NAME, destination)
+    log.warning("%s %s; moved to %s, resuming from the checkpoint before it", checkpoint, why, destination)
 
 
 def save_permanent(
@@ -80,10 +101,8 @@ def save_permanent(
 
 def abandon_permanent_after(run_dir: Path, step: int) -> list[int]:
     """On resume from `step`: permanent checkpoints of later steps belong to the abandoned trajectory."""
-    root = permanent_root(run_dir)
     moved = []
-    for folder in sorted(root.glob("step-*")) if root.exists() else []:
-        folder_step = int(folder.name.split("-")[1])
+    for folder_step, folder in permanent_folders(run_dir):
         if folder_step > step:
             destination = run_dir / "abandoned" / "permanent" / folder.name
             destination.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,10 @@ step trains on:
 
 `--allow-config-change` resumes anyway; the run then records what changed (run.json
 `config_changes`, an MLflow tag `config_change.step-K`) and config.yaml becomes the new config
-(the previous one is kept as `config.before-step-K.yaml`).
+(the previous one is kept as `config.before-step-K.yaml`). Except for the policy's shape and source
+(`model.source`, `model.revision`, `model.tiny.*`, `lora.enabled`, `lora.r`, `lora.target_modules`):
+the checkpoint holds weights of the old shape, so such a change could never take effect, and it is
+refused even with the flag rather than recorded as if it had.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ MAY_CHANGE_KEYS = frozenset(
     {"trainer.save_steps", "trainer.permanent_steps", "trainer.progress_steps", "torch_threads"}
 )
 _ABSENT = "<absent>"
+# What the checkpoint's weights fix: a resume cannot change them, with or without the flag.
+NEVER_CHANGE_SECTIONS = ("model.tiny.",)
+NEVER_CHANGE_KEYS = frozenset({"model.source", "model.revision", "lora.enabled", "lora.r", "lora.target_modules"})
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,13 @@ def check_resume_config(run_dir: Path, config: ExperimentConfig, allow_change: b
             raise
         return ResumeChanges([ConfigChange("config.yaml", _ABSENT, "unknown")], [])
     changes = compare_configs(saved, new)
+    fixed = [c for c in changes.refused if c.key.startswith(NEVER_CHANGE_SECTIONS) or c.key in NEVER_CHANGE_KEYS]
+    if fixed:
+        raise UserError(*(
+            f"{run_dir / 'config.yaml'}: {change.describe()}; the checkpoint holds the policy of the old "
+            "shape and source, so no resume can apply this (not even --allow-config-change): undo it or start a new run"
+            for change in fixed
+        ))
     if changes.refused and not allow_change:
         raise UserError(
             *(f"{run_dir / 'config.yaml'}: {change.describe()}" for change in changes.refused),

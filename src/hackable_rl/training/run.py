@@ -33,6 +33,7 @@ from hackable_rl.storage import Storage
 from hackable_rl.summaries import train_description
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
+from hackable_rl.tracking.rewind import forget_steps_after
 from hackable_rl.tracking.tracker import merge_versions, registered_versions
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
@@ -41,10 +42,19 @@ from hackable_rl.training.console import quiet_trainer, silence_known_warnings, 
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.kept_mean import grpo_trainer_class
+from hackable_rl.training.lora_targets import check_lora_targets
 from hackable_rl.training.ranks import Ranks, process_ranks
 from hackable_rl.training.records import GenerationRecorder
 from hackable_rl.training.reward import ObjectiveReward
-from hackable_rl.training.run_dir import CREATED_BY, Resume, RunStart, open_run_dir, record_config_change
+from hackable_rl.training.run_dir import (
+    CREATED_BY,
+    Resume,
+    RunStart,
+    open_run_dir,
+    record_config_change,
+    refuse_foreign,
+)
+from hackable_rl.training.run_lock import run_lock
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 
 log = logging.getLogger(__name__)
@@ -96,12 +106,15 @@ def run_training(
     ranks = process_ranks(config)
     if not ranks.is_main:
         return _train_beside_main(config, ranks, extra_callbacks)
-    run = _set_up(config, resume, overwrite, allow_config_change, ranks)
-    context = _run_context(run)
-    trainer = _trainer(run, context, extra_callbacks)
-    started = time.time()
-    _train(run, trainer)
-    return _finish(run, trainer.state.global_step, time.time() - started, context.registered_versions, metrics_out)
+    run_dir = Storage.of(config.storage).run_dir(config.run_name)
+    refuse_foreign(run_dir)  # before the lock file goes in: someone else's folder stays untouched
+    with run_lock(run_dir):  # one writer per run folder; a second one exits 2 naming this PID
+        run = _set_up(config, resume, overwrite, allow_config_change, ranks)
+        context = _run_context(run)
+        trainer = _trainer(run, context, extra_callbacks)
+        started = time.time()
+        _train(run, trainer)
+        return _finish(run, trainer.state.global_step, time.time() - started, context.registered_versions, metrics_out)
 
 
 # --------------------------------------------------------------------------- set up
@@ -126,6 +139,8 @@ def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_cha
     tracker = start_tracker(
         config, config.run_name, "train", run_id=start.info.get("mlflow_run_id"), event_log=run_dir / EVENT_LOG_NAME
     )
+    if start.step is not None:  # MLflow forgets the steps after the resume point (a corrupt checkpoint's fallback)
+        forget_steps_after(tracker, _event_log(run_dir), start.step)
     info = _record_start(config, run_dir, start, identity, tracker, capability, pipeline)
     return _Run(config, run_dir, start, recorder, identity, tracker, info, model, tokenizer, dataset, pipeline)
 
@@ -138,6 +153,7 @@ def _policy_and_prompts(config: ExperimentConfig) -> tuple[Any, Any, Any]:
 
     set_seed(config.seed)  # Python, NumPy and torch
     model, tokenizer = load_policy(config, device=policy_device())
+    check_lora_targets(config, model)
     return model, tokenizer, _dataset(config, tokenizer, is_instruct_policy(config, tokenizer))
 
 
@@ -194,7 +210,7 @@ def _record_start(
         "kind": "train",
         "mlflow_run_id": tracker.run_id,
         "tracking_pending": not tracker.online,
-        "tracking_uri": tracker.uri,
+        "tracking_uri": tracker.shown_uri,  # credentials masked: run.json is shared with the run
         **identity.run_info(),
         "capability": capability,
         "status": "running",

@@ -9,6 +9,7 @@ this project made it.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from dataclasses import dataclass
@@ -21,8 +22,9 @@ from hackable_rl.config import ExperimentConfig
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import read_json, write_json
 from hackable_rl.tracking import Tracker
-from hackable_rl.training.checkpoints import last_resumable, resume_dir
+from hackable_rl.training.checkpoints import last_resumable, permanent_folders, resume_dir
 from hackable_rl.training.resume_guard import ResumeChanges, change_record, change_tag, check_resume_config
+from hackable_rl.training.run_lock import LOCK_NAME
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,32 @@ def read_run_info(run_dir: Path) -> dict[str, Any]:
     return info
 
 
+# The run.json fields a resume reads, with the JSON types they must have (a hand edit that turns
+# `final_step` into a string would otherwise end the resume in a traceback).
+_RUN_INFO_TYPES: dict[str, tuple[type, ...]] = {
+    "status": (str,),
+    "final_step": (int,),
+    "mlflow_run_id": (str, type(None)),
+    "registered_versions": (dict, type(None)),
+    "config_changes": (list,),
+    "tracking_pending": (bool,),
+}
+_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list", bool: "true or false"}
+
+
+def checked_run_info(run_dir: Path) -> dict[str, Any]:
+    """run.json, each field a resume reads checked for its type; a wrong one is a UserError naming
+    the file and the field."""
+    info = read_run_info(run_dir)
+    for key, types in _RUN_INFO_TYPES.items():
+        value = info.get(key)
+        if key in info and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            expected = " or ".join("null" if t is type(None) else _JSON_NAMES[t] for t in types)
+            raise UserError(f"{run_dir / 'run.json'}: field {key!r} is {json.dumps(value)}, expected {expected}; "
+                            "edited by hand? restore it, or start again with --overwrite")
+    return info
+
+
 def created_by_project(run_dir: Path, info: dict[str, Any]) -> bool:
     """Whether run.json says hackable-rl made this folder: the marker, or (runs from before the
     marker existed) a training run.json that names this very folder and its config hash."""
@@ -67,8 +95,9 @@ def open_run_dir(
 ) -> RunStart:
     """A fresh run folder, or the resume point of the existing run under the config guard."""
     if resume == "auto" and (run_dir / "run.json").exists():
+        info = checked_run_info(run_dir)
+        permanent_folders(run_dir)  # a stray folder there is refused before anything moves
         changes = check_resume_config(run_dir, config, allow_change)
-        info = read_run_info(run_dir)
         if info.get("status") == "finished" and info.get("final_step", 0) >= config.trainer.max_steps:
             # the Trainer, resumed at its last step, would train one step past max_steps
             raise UserError(f"{run_dir}: finished at step {info['final_step']} of {config.trainer.max_steps}; "
@@ -86,10 +115,36 @@ def open_run_dir(
 
 def make_room(run_dir: Path, overwrite: bool) -> None:
     """Clears the way for a fresh run. Only a folder this project created is ever deleted, and only
-    with --overwrite; an empty folder is used as it is; anything else is the user's and is refused."""
+    with --overwrite; an empty folder is used as it is; anything else is the user's and is refused.
+    The writer lock (`training.run_lock`) is kept: deleting it would let a second writer in."""
     if not run_dir.exists() and not run_dir.is_symlink():
         return
-    if run_dir.is_dir() and not run_dir.is_symlink() and not any(run_dir.iterdir()):
+    refuse_foreign(run_dir)
+    if not _entries(run_dir):
+        return
+    if not overwrite:
+        raise UserError(
+            f"{run_dir}: a run with this name exists; continue it with --resume auto, start again with "
+            "--overwrite, or set tracking.run_name"
+        )
+    for entry in _entries(run_dir):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _entries(run_dir: Path) -> list[Path]:
+    """What the folder holds besides its writer lock."""
+    return [entry for entry in run_dir.iterdir() if entry.name != LOCK_NAME]
+
+
+def refuse_foreign(run_dir: Path) -> None:
+    """A UserError for an existing path at `run_dir` that is not a run folder this project created
+    (a file, a symlink, a folder of someone else's): it is left untouched, no lock file added."""
+    if not run_dir.exists() and not run_dir.is_symlink():
+        return
+    if run_dir.is_dir() and not run_dir.is_symlink() and not _entries(run_dir):
         return
     if not (run_dir / "run.json").is_file() or run_dir.is_symlink():
         raise UserError(
@@ -101,12 +156,6 @@ def make_room(run_dir: Path, overwrite: bool) -> None:
             f"{run_dir / 'run.json'}: not written by hackable-rl (no \"created_by\": \"hackable-rl\"); "
             "the folder is left untouched (move it away or choose another tracking.run_name)"
         )
-    if not overwrite:
-        raise UserError(
-            f"{run_dir}: a run with this name exists; continue it with --resume auto, start again with "
-            "--overwrite, or set tracking.run_name"
-        )
-    shutil.rmtree(run_dir)
 
 
 def create_run_dir(run_dir: Path, config: ExperimentConfig) -> dict[str, Any]:
