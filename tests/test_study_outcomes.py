@@ -187,3 +187,22 @@ def test_the_study_report_compares_under_both_judges_and_counts_their_disagreeme
     # one seed: the values, and no interval (a pilot)
     assert "| baseline r0.2 - base r0.2 | +0.500 (one replicate: no between-replicate interval (a pilot)) | +0.375 (" in text
     assert "| baseline r0.2 | 0.875 | 0.750 | -0.375 | 10 of 80 | 1 |" in text
+
+
+def test_holm_runs_over_distinct_detection_outcomes_and_skips_identities() -> None:
+    from hackable_rl.report.declared import Outcome, with_holm
+
+    def outcome(name: str, cell: str, p: float, per: tuple[float, ...], target: str = "ci_low > 0") -> Outcome:
+        return Outcome(name, cell, "baseline", "base", "exploit_share", 0.5, 0.1, 0.4, 0.1, 0.7, target, True,
+                       len(per), per, p_value=p)
+
+    outcomes = [outcome("control", "k3", 0.01, (0.3, 0.4, 0.5)),
+                outcome("hacks", "k3", 0.01, (0.3, 0.4, 0.5)),  # the same comparison declared twice
+                outcome("hacks", "k2", 0.02, (0.1, 0.2, 0.1)),
+                outcome("same", "k1", 1.0, (0.0, 0.0, 0.0)),  # identical arms: listed, never tested
+                outcome("equal", "k0", 0.04, (0.01, 0.0, 0.02), target="equivalent within ±0.02")]
+    adjusted = with_holm(outcomes)
+    # two distinct tests: 0.01 * 2 = 0.02, then max(0.02, 0.02 * 1) = 0.02
+    assert [o.p_holm for o in adjusted] == [pytest.approx(0.02), pytest.approx(0.02), pytest.approx(0.02), None, None]
+    assert [o.met_after_holm for o in adjusted] == [True, True, True, None, True]
+    assert adjusted[3].identical and not adjusted[0].identical

@@ -56,9 +56,21 @@ class Outcome:
     met_after_holm: bool | None = None
 
     @property
+    def identical(self) -> bool:
+        """A and B trained alike in every seed (every per-seed difference exactly 0): an identity by
+        construction, listed but never tested."""
+        return bool(self.per_replicate) and all(value == 0 for value in self.per_replicate)
+
+    @property
     def in_family(self) -> bool:
-        """Adjusted with the others: a target that asks for a detected difference (not equivalence)."""
-        return self.p_value is not None and not self.target.startswith("equivalent")
+        """Adjusted with the others: a target that asks for a detected difference (not equivalence),
+        between arms that are not identical."""
+        return self.p_value is not None and not self.target.startswith("equivalent") and not self.identical
+
+    @property
+    def comparison(self) -> tuple[str, str, str, str]:
+        """What is compared: two outcomes with the same cell, arms and metric are one test."""
+        return self.cell, self.a, self.b, self.metric
 
     @property
     def ci_text(self) -> str:
@@ -113,9 +125,11 @@ def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[
 
 def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
     """The outcomes with Holm-adjusted p-values over the study's family (`Outcome.in_family`)."""
-    adjusted = holm({index: o.p_value for index, o in enumerate(outcomes) if o.in_family})
-    return [replace(o, p_holm=adjusted[index], met_after_holm=None if o.met is None else o.met and adjusted[index] < 0.05)
-            if index in adjusted else replace(o, met_after_holm=o.met) for index, o in enumerate(outcomes)]
+    tested = {o.comparison: o.p_value for o in outcomes if o.in_family}  # a comparison restated counts once
+    adjusted = holm(tested)
+    return [replace(o, p_holm=adjusted[o.comparison], met_after_holm=None if o.met is None
+                    else o.met and adjusted[o.comparison] < 0.05)
+            if o.in_family else replace(o, met_after_holm=None if o.identical else o.met) for o in outcomes]
 
 
 def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
@@ -129,6 +143,8 @@ def fmt(value: float | None, signed: bool = False) -> str:
 
 
 def _verdict(outcome: Outcome) -> str:
+    if outcome.identical:
+        return "identical by construction (not tested)"
     return {True: "met", False: "not met", None: "undefined"}[outcome.met]
 
 
@@ -139,11 +155,15 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
              "verdict after Holm |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in with_holm(outcomes):
-        after = {True: "met", False: "not met", None: "undefined"}[o.met_after_holm]
+        after = _verdict(o) if o.identical else {True: "met", False: "not met", None: "undefined"}[o.met_after_holm]
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
-    return lines + ["", "The declared outcomes are the family: Holm's correction adjusts the p-values of every outcome "
-                        "whose target asks for a detected difference (equivalence targets are judged by their TOST)."]
+    identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical})
+    return lines + ["", "The declared outcomes are the family: Holm's correction adjusts the p-values of every distinct "
+                        "comparison whose target asks for a detected difference (equivalence targets are judged by their "
+                        "TOST; a comparison declared twice counts once).",
+                    *(["", f"Identical by construction (every seed's difference exactly 0; listed, never tested): "
+                        f"{'; '.join(identical)}."] if identical else [])]
 
 
 def _p(value: float | None) -> str:
