@@ -141,7 +141,7 @@ def _make_models(workspace: Path) -> None:
     real = workspace / "real_model"
     model.save_pretrained(real)
     tokenizer.save_pretrained(real)
-    shutil.copytree(real, workspace / "cache" / "models" / "tiny-a")
+    shutil.copytree(real, workspace / "cache" / "models" / "tiny-a-w0")  # replicate (pipeline seed) 0
     truncated = shutil.copytree(real, workspace / "truncated_tokenizer")
     text = (truncated / "tokenizer.json").read_text()
     (truncated / "tokenizer.json").write_text(text[: len(text) // 2])

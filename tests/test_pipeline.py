@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from mlflow import MlflowClient
 
@@ -40,6 +41,7 @@ def _make_repo(folder: Path, write_params) -> Path:
     return folder
 
 
+@pytest.mark.slow  # three replicates of every stage: a few minutes on 2 cores (make test-slow, CI)
 def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     repo = _make_repo(tmp_path / "repo", tiny_params_writer)
     _run(["dvc", "repro"], repo)
