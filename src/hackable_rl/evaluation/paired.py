@@ -36,7 +36,7 @@ import numpy as np
 
 from hackable_rl.errors import UserError
 from hackable_rl.evaluation.metrics import reward_metrics
-from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, replicate_interval
+from hackable_rl.evaluation.replicates import INTERVAL_METHOD, ReplicateInterval, holm, replicate_interval
 from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
 
 PROMPTS_FILE = "prompts.jsonl"
@@ -307,7 +307,11 @@ def equivalence_verdict(ci95: tuple[float, float], ci90: tuple[float, float], ma
 def equivalence_test(differences: np.ndarray, margin: float) -> Equivalence:
     """The TOST of an [S, P] matrix of paired differences on the t-intervals across its replicates;
     with one replicate there is no test (NO_TEST), never one read off the prompt bootstrap."""
-    interval = replicate_interval(differences)
+    return equivalence_of(replicate_interval(differences), margin)
+
+
+def equivalence_of(interval: ReplicateInterval, margin: float) -> Equivalence:
+    """The TOST of an interval already computed across replicates (NO_TEST with one replicate)."""
     if interval.ci_low is None:
         return Equivalence(margin, None, None, NO_TEST)
     ci90 = (interval.ci90_low, interval.ci90_high)
@@ -319,7 +323,7 @@ def compare_matrix(metric: str, differences: np.ndarray, n_samples: int, margin:
     """The comparison of an [S, P] matrix of paired differences: the t-interval across its S
     replicates, the conditional prompt bootstrap beside it and, with a `margin`, the TOST."""
     interval = replicate_interval(differences)
-    equivalence = None if margin is None else equivalence_test(differences, margin)
+    equivalence = None if margin is None else equivalence_of(interval, margin)
     return Comparison(
         metric, interval.diff, interval.ci_low, interval.ci_high, differences.shape[1], n_samples,
         interval.n_replicates, list(interval.per_replicate), interval.sd, interval.p_value,

@@ -26,7 +26,7 @@ from hackable_rl.evaluation.paired import (
     PROMPTS_FILE,
     Equivalence,
     conditional_ci,
-    equivalence_test,
+    equivalence_of,
     read_prompt_results,
 )
 from hackable_rl.evaluation.replicates import ONE_REPLICATE, replicate_interval
@@ -122,8 +122,8 @@ def paired(a: Mapping[int, Path], b: Mapping[int, Path], metric: str, margin: fl
     if not shared:
         return None
     differences = np.asarray([[x[p] - y[p] for p in shared] for x, y in tables], dtype=float)
-    equivalence = None if margin is None else equivalence_test(differences, margin)
     interval = replicate_interval(differences)
+    equivalence = None if margin is None else equivalence_of(interval, margin)
     return Paired(interval.diff, interval.ci_low, interval.ci_high, len(seeds), len(shared), equivalence,
                   interval.per_replicate, interval.sd, interval.p_value, conditional_ci(differences))
 
