@@ -7,19 +7,26 @@ machine:
 
     training:   `hackable-rl train` of the main job's config, --steps steps (100: the main job's),
                 every record and MLflow on
-    warm start: `hackable-rl warmstart` for --warmstart-steps steps
+    warm start: `hackable-rl warmstart`, each version with its own params.yaml recipe (steps, batch
+                size, learning rate: the whole stage as the main job runs it), or --warmstart-steps
+                steps of it
 
 It prints each wall time, the ratio (this checkout / baseline; the target is <= 0.5) and whether the
 two trainings wrote byte-identical generation records and final weights (a change that keeps every
 byte needs no statistical check of equal results).
 
-    python benchmarks/bench_speedup.py [--baseline cad75a8] [--steps 100] [--warmstart-steps 100] [--workdir DIR]
+    python benchmarks/bench_speedup.py [--baseline cad75a8] [--steps 100] [--warmstart-steps N]
+                                       [--only train|warmstart] [--workdir DIR]
+
+The warm start's held-out greedy accuracy is printed beside its time: a cheaper recipe counts only
+inside the same band (warmstart.target_accuracy).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -84,13 +91,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--baseline", default="cad75a8", help="commit to measure against")
     parser.add_argument("--steps", type=int, default=100, help="GRPO steps of each training")
-    parser.add_argument("--warmstart-steps", type=int, default=100, help="warm-start steps of each warm start")
+    parser.add_argument("--warmstart-steps", type=int, default=None,
+                        help="warm-start steps of each warm start (default: each version's own recipe)")
+    parser.add_argument("--only", choices=("train", "warmstart"), default=None, help="time one of the two")
     parser.add_argument("--workdir", type=Path, default=None)
     options = parser.parse_args()
     workdir = (options.workdir or Path(tempfile.mkdtemp(prefix="bench-speedup-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     versions = {"baseline": checkout(options.baseline, workdir / "baseline"), "this": REPO}
-    if not (workdir / "cache" / "models").exists():  # the shared data and warm start, made by this checkout
+    if options.only != "warmstart" and not (workdir / "cache" / "models").exists():  # the shared data and warm start, made by this checkout
         for stage in ("prepare", "warmstart"):
             subprocess.run(command(REPO, stage), cwd=workdir, env=environment(REPO), check=True)
 
@@ -99,27 +108,43 @@ def main() -> None:
                             "--set", f"storage.runs_dir=artifacts/{name}-runs", *one_thread), environment(source), workdir)
              for name, source in versions.items()}
     # each warm start in a folder of its own (its metrics/warmstart.json, its policy), on a copy of the data
-    warm = {name: (command(source, "warmstart", "--set", f"warmstart.steps={options.warmstart_steps}", *one_thread),
-                   environment(source), workdir / f"warm-{name}")
+    steps = () if options.warmstart_steps is None else ("--set", f"warmstart.steps={options.warmstart_steps}")
+    warm = {name: (command(source, "warmstart", *steps, *one_thread), environment(source), workdir / f"warm-{name}")
             for name, source in versions.items()}
     for name in versions:
         target = workdir / f"warm-{name}" / "cache" / "datasets"
         if not target.exists():
             target.parent.mkdir(parents=True)
+            if not (workdir / "cache" / "datasets").exists():
+                subprocess.run(command(REPO, "prepare"), cwd=workdir, env=environment(REPO), check=True)
             subprocess.run(["cp", "-r", str(workdir / "cache" / "datasets"), str(target)], check=True)
 
     print(f"baseline {options.baseline} vs this checkout; two processes side by side, one thread each")
+    if options.only != "warmstart":
+        time_training(train, workdir, options.steps)
+    if options.only != "train":
+        time_warmstart(warm, workdir, options.warmstart_steps)
+
+
+def time_training(train: dict, workdir: Path, steps: int) -> None:
     train_seconds = run_side_by_side(train, workdir)
-    print(f"training ({options.steps} steps): baseline {train_seconds['baseline']:.1f} s, "
+    print(f"training ({steps} steps): baseline {train_seconds['baseline']:.1f} s, "
           f"this {train_seconds['this']:.1f} s, ratio {train_seconds['this'] / train_seconds['baseline']:.3f} "
           "(target <= 0.5)")
     same = run_outputs(workdir / "cache" / "artifacts" / "baseline-runs") == \
         run_outputs(workdir / "cache" / "artifacts" / "this-runs")
     print(f"training outputs byte-identical (generation records, final weights): {same}")
+
+
+def time_warmstart(warm: dict, workdir: Path, steps: int | None) -> None:
     warm_seconds = run_side_by_side(warm, workdir)
-    print(f"warm start ({options.warmstart_steps} steps): baseline {warm_seconds['baseline']:.1f} s, "
+    recipe = "each version's own recipe" if steps is None else f"{steps} steps"
+    print(f"warm start ({recipe}): baseline {warm_seconds['baseline']:.1f} s, "
           f"this {warm_seconds['this']:.1f} s, ratio {warm_seconds['this'] / warm_seconds['baseline']:.3f} "
           "(target <= 0.5)")
+    for name in warm:
+        metrics = json.loads((workdir / f"warm-{name}" / "metrics" / "warmstart.json").read_text())
+        print(f"  {name}: {metrics['steps']} steps, held-out greedy accuracy {metrics['accuracy']}")
 
 
 if __name__ == "__main__":

@@ -36,12 +36,13 @@ def encode_examples(
     """(prompt + completion + eos ids, prompt length) per example.
 
     Prompt and completion are tokenized apart, as in generation, where the completion starts right
-    after the prompt's tokens; tokenizing them together could merge across the boundary.
+    after the prompt's tokens; tokenizing them together could merge across the boundary. One batch
+    call each (the same ids): 80,000 single calls cost three times as long in Python.
     """
+    prompts = tokenizer([example.prompt for example in examples], add_special_tokens=False)["input_ids"]
+    completions = tokenizer([example.completion for example in examples], add_special_tokens=False)["input_ids"]
     encoded, too_long = [], 0
-    for example in examples:
-        prompt = tokenizer(example.prompt, add_special_tokens=False)["input_ids"]
-        completion = tokenizer(example.completion, add_special_tokens=False)["input_ids"]
+    for prompt, completion in zip(prompts, completions, strict=True):
         ids = prompt + completion + [tokenizer.eos_token_id]
         too_long += len(ids) > max_length
         encoded.append((ids, len(prompt)))
