@@ -235,7 +235,7 @@ def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ra
     expected_uri = uri or f"sqlite:///{store_db}"
     versions_of = {}  # (experiment, MLflow run id) -> run.json's registered versions
     for name, rate in rates.items():
-        for seed in (0, 1):
+        for seed in (0, 1, 2):  # the three replicates
             # The run folder, read back from the experiment's commit: the queued stage found the model in
             # its own temporary workspace, and logged into the store of the workers' environment (the
             # real repository's SQLite store, or the server), nothing pending.
