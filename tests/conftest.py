@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -90,3 +91,14 @@ def project(tiny_project: Path, tmp_path: Path, monkeypatch) -> Path:
     monkeypatch.chdir(target)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     return target
+
+
+@pytest.fixture
+def fresh_logging():
+    """`main` attaches a log handler to the stderr of the first CLI invocation; CliRunner closes that
+    stream afterwards, so each test that invokes the CLI in-process gets (and drops) its own handler."""
+    root = logging.getLogger()
+    before = list(root.handlers)
+    root.handlers = [handler for handler in before if type(handler) is not logging.StreamHandler]
+    yield
+    root.handlers = before

@@ -10,7 +10,6 @@ model trains: the slowest ones import transformers to reject a corrupt model fol
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -122,6 +121,8 @@ def case(id: str, args: str, names: str, **env: str) -> Case:
 
 
 FOREIGN_URI = {"MLFLOW_TRACKING_URI": "foo://bar"}
+
+pytestmark = pytest.mark.usefixtures("fresh_logging")
 
 CASES = [
     # ---- params files: encoding, folders, emptiness, duplicates, alias bombs, YAML syntax
@@ -310,20 +311,22 @@ CASES = [
 ]
 
 
+def write_corpus(folder: Path, files: dict[str, str | bytes], folders: list[str]) -> Path:
+    """Writes each file of a corpus (text as UTF-8, bytes as they are) and makes its empty folders."""
+    for name, content in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content, encoding="utf-8")
+    for name in folders:
+        (folder / name).mkdir()
+    return folder
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> Path:
     """A folder holding every bad file of the corpus, with a prepared arith dataset (so that
     `eval --model` gets as far as loading the model)."""
-    folder = tmp_path_factory.mktemp("bad-inputs")
-    for name, content in FILES.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    for name in FOLDERS:
-        (folder / name).mkdir()
+    folder = write_corpus(tmp_path_factory.mktemp("bad-inputs"), FILES, FOLDERS)
     _write_adapter_pickle(folder / "pickle_adapter")
     previous = Path.cwd()
     os.chdir(folder)
@@ -333,17 +336,6 @@ def workspace(tmp_path_factory) -> Path:
         os.chdir(previous)
     assert prepared.exit_code == 0, prepared.output
     return folder
-
-
-@pytest.fixture(autouse=True)
-def _fresh_logging():
-    """`main` attaches a log handler to the stderr of the first invocation; CliRunner closes that
-    stream afterwards, so each case gets (and drops) its own handler."""
-    root = logging.getLogger()
-    before = list(root.handlers)
-    root.handlers = [handler for handler in before if type(handler) is not logging.StreamHandler]
-    yield
-    root.handlers = before
 
 
 def test_corpus_is_large_enough():
@@ -356,7 +348,11 @@ def test_bad_input_is_one_line_and_exit_2(bad: Case, workspace: Path, monkeypatc
     monkeypatch.chdir(workspace)
     monkeypatch.syspath_prepend(str(workspace / "plugins"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    result = CliRunner().invoke(app, bad.args, env=bad.env or None)
+    assert_refused_in_one_line(CliRunner().invoke(app, bad.args, env=bad.env or None), bad)
+
+
+def assert_refused_in_one_line(result, bad: Case) -> None:
+    """Exit 2, no traceback, and exactly one `error:` line that names what `bad` says it must."""
     assert "Traceback" not in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.exit_code == 2, result.output

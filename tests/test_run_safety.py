@@ -32,15 +32,7 @@ from hackable_rl.training.run import run_training
 from hackable_rl.training.run_dir import create_run_dir
 from hackable_rl.training.run_lock import run_lock
 
-
-@pytest.fixture(autouse=True)
-def _fresh_logging():
-    """CliRunner closes the stream `main`'s log handler writes to: each invocation gets its own."""
-    root = logging.getLogger()
-    before = list(root.handlers)
-    root.handlers = [handler for handler in before if type(handler) is not logging.StreamHandler]
-    yield
-    root.handlers = before
+pytestmark = pytest.mark.usefixtures("fresh_logging")
 
 
 # --------------------------------------------------------------------------- one writer
