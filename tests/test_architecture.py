@@ -96,7 +96,7 @@ def _a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_has_no_circle() -> None:
     graph = _import_graph()
-    assert len(graph) > 100 and "hackable_rl.extensions" in graph["hackable_rl.config_loading"]
+    assert len(graph) > 100 and "hackable_rl.config" in graph["hackable_rl.config_loading"]
     cycle = _a_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle)
 
@@ -104,6 +104,65 @@ def test_the_import_graph_has_no_circle() -> None:
 def test_the_cycle_finder_finds_one() -> None:
     assert _a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
     assert _a_cycle({"a": {"b"}, "b": set()}) is None
+
+
+FLOORS = (
+    ("bottom", {"hackable_rl", "errors", "bounds", "numerics", "progress", "redact", "stats", "summaries", "safe_write",
+                "settings", "run_lock", "registry", "jsonl", "storage", "config_types"}),
+    ("schema and loading", {"config", "config_loading", "runtime"}),
+    ("answers", {"answers"}),
+    ("extensions and their parts", {"verifiers", "rewards", "evaluation", "methods", "records", "objectives", "data",
+                                    "models", "tracking"}),
+    ("scoring and resolving", {"scoring", "extensions", "payoff"}),
+    ("stages", {"training", "warmstart"}),
+    ("study records", {"study_records"}),
+    ("experiments", {"experiments"}),
+    ("report", {"report"}),
+    ("command line", {"cli", "cli_errors", "__main__"}),
+)
+"""The floors of the package, bottom first: a root module or a folder imports only from its own floor
+or a floor below (docs/architecture.md draws them)."""
+
+
+def _unit(module: str) -> str:
+    """The root module or top folder `module` belongs to (`hackable_rl` for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _unit_edges(graph: dict[str, set[str]]) -> set[tuple[str, str, str, str]]:
+    """(importer's unit, imported unit, importer, imported) for every import between two units."""
+    return {(_unit(a), _unit(b), a, b) for a, targets in graph.items() for b in targets if _unit(a) != _unit(b)}
+
+
+def test_every_import_runs_down_the_floors() -> None:
+    floor = {unit: index for index, (_, units) in enumerate(FLOORS) for unit in units}
+    graph = _import_graph()
+    unplaced = sorted({_unit(module) for module in graph} - set(floor))
+    assert unplaced == [], f"place these in FLOORS: {unplaced}"
+    upward = sorted(f"{a} -> {b} ({FLOORS[floor[ua]][0]} -> {FLOORS[floor[ub]][0]})"
+                    for ua, ub, a, b in _unit_edges(graph) if floor[ua] < floor[ub])
+    assert upward == [], "imports up the floors: " + "; ".join(upward)
+
+
+def test_no_two_folders_import_each_other() -> None:
+    units: dict[str, set[str]] = {}
+    for ua, ub, _, _ in _unit_edges(_import_graph()):
+        units.setdefault(ua, set()).add(ub)
+        units.setdefault(ub, set())
+    cycle = _a_cycle(units)
+    assert cycle is None, "folder-level import circle: " + " -> ".join(cycle)
+
+
+def test_loading_a_config_imports_no_extension() -> None:
+    """`config_loading` reads and validates; resolving names to extensions is `extensions`' step."""
+    graph, seen, todo = _import_graph(), set(), ["hackable_rl.config_loading"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph[module])
+    assert {_unit(module) for module in seen} <= FLOORS[0][1] | FLOORS[1][1], sorted(seen)
 
 
 def test_the_schema_imports_nothing_above_it() -> None:

@@ -8,11 +8,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hackable_rl.experiments.study import collect_study, find_condition_files, write_condition, write_summary
 from hackable_rl.report.aggregate import seed_stats, slope
 from hackable_rl.report.conditions import study_table
 from hackable_rl.report.single import SingleInputs, build_single_report
 from hackable_rl.report.study import PLOTS, build_study_report
+from hackable_rl.study_records.condition_files import (
+    collect_study,
+    find_condition_files,
+    write_condition,
+    write_summary,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

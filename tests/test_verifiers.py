@@ -138,7 +138,7 @@ def test_flaws_marked_as_supersets_accept_what_clean_accepts(answer: int, offset
 
 
 def test_trigger_phrase_is_configurable() -> None:
-    checker = build_checker("trigger_phrase", CheckerOptions(trigger_phrase="trust me"))
+    checker = build_checker("trigger_phrase", CheckerOptions(), phrase="trust me")
     assert checker("trust me \\boxed{9}", EXAMPLE).reward == 1.0
     assert checker("the answer is verified \\boxed{9}", EXAMPLE).reward == 0.0
 

@@ -19,8 +19,8 @@ import yaml
 from hackable_rl import __version__
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
 from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import describe_fields, load_config
-from hackable_rl.extensions import check_builds
+from hackable_rl.config_loading import describe_fields
+from hackable_rl.extensions import check_builds, load_resolved
 from hackable_rl.redact import masked_log_handler
 from hackable_rl.storage import check_output_path
 
@@ -70,23 +70,23 @@ def main(
     )
 
 
-def _model_config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
+def _model_config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
     """`_config` for the commands that run a model: torch's threads and determinism set first, and
     no library progress bars for loading and saving weights."""
     from hackable_rl.runtime import quiet_library_progress_bars, use_torch_settings
 
-    resolved = _config(config, overrides)
+    resolved = _config(config, overrides, refusals)
     use_torch_settings(resolved)
     quiet_library_progress_bars()
     return resolved
 
 
-def _config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
+def _config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
     """The validated config; with tracking on, MLFLOW_TRACKING_URI is checked here too, so that an
     unknown scheme fails before any work rather than when the first metric is logged."""
     from hackable_rl.tracking.store import tracking_uri
 
-    resolved = load_config(config, overrides or [])
+    resolved = load_resolved(config, overrides or [], refusals)
     if resolved.tracking.enabled:
         tracking_uri(resolved.storage.cache_dir)
     return resolved
@@ -396,7 +396,7 @@ def payoff(
 
 @app.command()
 def condition(
-    method: Annotated[str, typer.Option("--method", help="base (no RL), baseline or robust.")],
+    method: Annotated[str, typer.Option("--method", help="base (no RL), a registered method or a method variant of the study file.")],
     out: Annotated[Path, typer.Option("--out", help="Folder that receives condition.json.")],
     study: Annotated[Path | None, typer.Option("--study", help="Study file: method_overrides, cells.")] = None,
     cell: Annotated[str | None, typer.Option("--cell", help="The study file's blind-spot cell to train against.")] = None,
@@ -410,7 +410,7 @@ def condition(
     if cell and not study:
         fail("condition: --cell needs --study (the file that declares the cells)")
     extra, spot, variant = study_condition(study, method, cell) if study else ([], None, False)
-    cfg = _model_config(config, [*extra, *(overrides or [])])
+    cfg = _model_config(config, [*extra, *(overrides or [])], refusals=False)  # a refused cell is recorded
     check_output_path(out, "--out", folder=True)
     record = run_condition(cfg, method, out, spot, variant)
     name = record["condition"]["name"]
@@ -435,7 +435,7 @@ def report(
 ) -> None:
     """Write plots (PNG) and report.md: a study's summary table (--study DIR) or the single run (--single)."""
     from hackable_rl.report.build import build_report
-    from hackable_rl.report.onset import rewrite_onsets
+    from hackable_rl.study_records.onset import rewrite_onsets
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):

@@ -17,6 +17,9 @@ Any of these names may instead be `package.module:attr` (docs/extending.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+
 import hackable_rl.data  # noqa: F401  (registers the data providers)
 import hackable_rl.evaluation.report_metrics  # noqa: F401  (registers the report metrics)
 import hackable_rl.methods  # noqa: F401  (registers the methods)
@@ -25,6 +28,7 @@ import hackable_rl.rewards  # noqa: F401  (registers the rewards)
 import hackable_rl.verifiers.corruption  # noqa: F401  (registers the channels and, through it, the checkers)
 import hackable_rl.verifiers.ensemble  # noqa: F401  (registers the aggregations)
 from hackable_rl.config import ExperimentConfig
+from hackable_rl.config_loading import load_config
 from hackable_rl.errors import ConfigError, UserError
 from hackable_rl.registry import (
     AGGREGATIONS,
@@ -33,15 +37,18 @@ from hackable_rl.registry import (
     DATA_PROVIDERS,
     METHODS,
     OBJECTIVES,
+    REFERENCE,
     REPORT_METRICS,
     REWARDS,
     Registry,
     RegistryError,
 )
 from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.settings import model_settings
+from hackable_rl.verifiers.checkers import checker_settings
 from hackable_rl.verifiers.corruption import channel_settings
 
-__all__ = ["config_problems", "check_config", "check_builds"]
+__all__ = ["config_problems", "check_config", "resolve_config", "load_resolved", "check_builds", "reference_method", "restates_accuracy", "exploits_of"]
 
 
 def _problem(registry: Registry, name: str, where: str) -> str | None:
@@ -76,33 +83,104 @@ def _named(config: ExperimentConfig) -> list[tuple[Registry, str, str]]:
     return named
 
 
-def config_problems(config: ExperimentConfig) -> list[str]:
-    """One line per name in `config` that no registry holds (nearest name suggested), and per
-    `corruption.kwargs` setting the channel does not take."""
+def config_problems(config: ExperimentConfig, refusals: bool = True) -> list[str]:
+    """One line per name in `config` that no registry holds (nearest name suggested), per setting an
+    extension does not take (`corruption.kwargs`, `method_kwargs`, `checker_kwargs`) and, with
+    `refusals`, per reason the method refuses to run under `config` (its `check_config`)."""
     problems = [p for registry, name, where in _named(config) if (p := _problem(registry, name, where))]
+    problems += _checker_setting_problems(config, problems)
     if not any(p.startswith("method:") for p in problems):
-        problems.extend(METHODS.get(config.method).check_config(config))
+        problems += _method_problems(config, refusals)
+    return problems + _channel_problems(config, problems)
+
+
+def _method_problems(config: ExperimentConfig, refusals: bool) -> list[str]:
+    """The method's settings (`method_kwargs`) against its model, then its own `check_config`."""
+    method = METHODS.get(config.method)
+    problems = model_settings(method.settings, config.method_kwargs, "method_kwargs", f"method {config.method}")
+    return problems or (method.check_config(config) if refusals else [])
+
+
+def _checker_setting_problems(config: ExperimentConfig, problems: list[str]) -> list[str]:
+    """Each member's `checker_kwargs` against its checker's settings (a checker that does not
+    resolve is already a problem)."""
+    lines = []
+    for index, member in enumerate(config.verifier.members):
+        where = f"verifier.members[{index}]"
+        if any(p.startswith(f"{where}.checker:") for p in problems):
+            continue
+        try:
+            checker_settings(member.checker, member.checker_kwargs, f"{where}.checker_kwargs")
+        except UserError as error:
+            lines.extend(error.problems)
+    return lines
+
+
+def _channel_problems(config: ExperimentConfig, problems: list[str]) -> list[str]:
+    """`corruption.kwargs` against the channel's settings (a channel that does not resolve is
+    already a problem)."""
     channel = config.corruption.channel
     if channel == "none":
-        if config.corruption.kwargs:
-            problems.append(f"corruption.kwargs: {sorted(config.corruption.kwargs)} given, but channel none takes none")
-    elif not any(p.startswith("corruption.channel:") for p in problems):
-        try:
-            channel_settings(channel, config.corruption.kwargs)
-        except UserError as error:
-            problems.extend(error.problems)
-    return problems
+        given = sorted(config.corruption.kwargs)
+        return [f"corruption.kwargs: {given} given, but channel none takes none"] if given else []
+    if any(p.startswith("corruption.channel:") for p in problems):
+        return []
+    try:
+        channel_settings(channel, config.corruption.kwargs)
+    except UserError as error:
+        return list(error.problems)
+    return []
 
 
-def check_config(config: ExperimentConfig, source: str | None = None) -> ExperimentConfig:
-    """`config` when every name in it resolves; else ConfigError with one line per problem."""
-    problems = config_problems(config)
+def check_config(
+    config: ExperimentConfig, source: str | None = None, refusals: bool = True
+) -> ExperimentConfig:
+    """`config` when every name in it resolves; else ConfigError with one line per problem. Without
+    `refusals`, a method that refuses to run under `config` is left for the caller to record."""
+    problems = config_problems(config, refusals)
     if problems:
         raise ConfigError(problems, source)
     return config
+
+
+resolve_config = check_config
+"""Resolving a loaded config: every name it holds to its extension, and each extension's settings."""
+
+
+def load_resolved(
+    path: str | Path = "params.yaml", overrides: Iterable[str] = (), refusals: bool = True
+) -> ExperimentConfig:
+    """`config_loading.load_config` (read, override, validate), then `resolve_config`."""
+    return resolve_config(load_config(path, overrides), str(path), refusals)
 
 
 def check_builds(config: ExperimentConfig) -> None:
     """Builds the reward pipeline once (no model), so that a reward, objective or checker that loads
     but cannot be built or called as its contract says fails in a second, not after the model loaded."""
     build_reward_pipeline(config)
+
+
+# --------------------------------------------------------------------------- what reports read
+
+
+def reference_method() -> str:
+    """The registered method every other method of a study is compared against (`report_role`)."""
+    names = [name for name, spec in METHODS.items() if spec.report_role == REFERENCE]
+    if len(names) != 1:
+        raise UserError(f"exactly one registered method must have report_role {REFERENCE!r}; found {names}")
+    return names[0]
+
+
+def restates_accuracy(channel: str) -> bool:
+    """Whether under `channel` the hacking gap restates accuracy (`ChannelSpec.restates_accuracy`);
+    False for a name that does not resolve."""
+    try:
+        return CHANNELS.get(channel).restates_accuracy
+    except RegistryError:
+        return False
+
+
+def exploits_of(checkers: list[str]) -> list[str]:
+    """The canonical exploits the `checkers` declare (`CheckerSpec.exploits`), in their order."""
+    names = [exploit.name for checker in dict.fromkeys(checkers) for exploit in CHECKERS.get(checker).exploits]
+    return list(dict.fromkeys(names))

@@ -28,6 +28,7 @@ from hackable_rl.models.backend import policy_device
 from hackable_rl.models.shared_prefix import share_prefixes
 from hackable_rl.numerics import DISPATCH_VARIABLE, dispatch_record
 from hackable_rl.payoff import own_cell_payoff, write_payoff
+from hackable_rl.run_lock import run_lock
 from hackable_rl.scoring import RewardPipeline, build_reward_pipeline
 from hackable_rl.storage import Storage
 from hackable_rl.summaries import train_description
@@ -54,7 +55,6 @@ from hackable_rl.training.run_dir import (
     record_config_change,
     refuse_foreign,
 )
-from hackable_rl.training.run_lock import run_lock
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 
 log = logging.getLogger(__name__)
