@@ -127,3 +127,33 @@ def test_no_report_payoff_or_schema_code_names_a_built_in() -> None:
                     if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text)} - SCHEMA_DEFAULTS)
     assert named == []
 
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+
+
+def _extension_kinds() -> list[list[str]]:
+    """The rows of docs/extending.md's table of extension kinds, each cell without its backticks."""
+    block = DOC.read_text().split("<!-- extension-kinds -->")[1].split("<!-- /extension-kinds -->")[0]
+    lines = block.strip().splitlines()[2:]  # below the head and its rule
+    return [[cell.strip().strip("`") for cell in line.strip().strip("|").split("|")] for line in lines]
+
+
+def test_the_table_of_extension_kinds_is_true(monkeypatch) -> None:
+    """Every registry has a row; its built-in file registers that kind; its plugin loads as that kind
+    from one file in tests/plugins/; its test exercises the plugin."""
+    import hackable_rl.registry as registry
+
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    root = DOC.parents[1]
+    load_resolved(root / "params.yaml")
+    registries = {name: value for name, value in vars(registry).items() if isinstance(value, registry.Registry)}
+    rows = _extension_kinds()
+    assert sorted(row[1] for row in rows) == sorted(registries) and len(rows) == 8
+    for kind, name, _declares, _settings, built_in, plugin, test in rows:
+        registry_ = registries[name]
+        assert registry_.kind.endswith(kind), (kind, registry_.kind)
+        assert f"register_{kind.replace(' ', '_')}(" in (root / built_in).read_text(), built_in
+        module, attr = plugin.split(":")
+        assert (root / module).parent == PLUGINS
+        registry_.load(f"{Path(module).stem}:{attr}")
+        assert attr in (root / test).read_text() or Path(module).stem in (root / test).read_text(), test
