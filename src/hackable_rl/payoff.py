@@ -233,11 +233,11 @@ def _cell(cell_config, spec: PayoffSpec, rows, checkers: Sequence[str], honest: 
 
 def own_cell_payoff(config: ExperimentConfig, pipeline, prompts: int = 64) -> list[PayoffCell]:
     """The payoff of the config's own cell, priced with the run's own reward pipeline (built once per
-    run: a training run saves this table before it trains)."""
+    run: a training run saves this table before it trains). Its spec's overrides restate the config's
+    own method, rate and flaw, so the config itself is the cell's: nothing is loaded again mid-run."""
     (spec,) = grid_specs(*grid_of(config))
-    cell_config = _cell_config(config, spec)
     rows = read_prepared(config, "train")[:prompts]
-    return [_cell(cell_config, spec, rows, named_checkers(cell_config), None, pipeline)]
+    return [_cell(config, spec, rows, named_checkers(config), None, pipeline)]
 
 
 def unpayable_problem(cells: list[PayoffCell]) -> str | None:
