@@ -10,17 +10,17 @@ import pytest
 from transformers import TrainerControl, TrainerState
 
 from hackable_rl.answers.parsing import parse_strict
-from hackable_rl.config import AlarmConfig
-from hackable_rl.errors import ConfigError
+from hackable_rl.config.experiment import AlarmConfig
+from hackable_rl.core.errors import ConfigError
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl
 from hackable_rl.evaluation.judge import Judgment
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import append_jsonl, read_jsonl
-from hackable_rl.records import GenerationRecord, VerifierRecord
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.scoring.records import GenerationRecord, VerifierRecord
 from hackable_rl.study_records.onset import analyse_run_onset, first_warning, judge_onset, lead_lag
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker
 from hackable_rl.training.alarm import ALARM_FILE, OnsetAlarm, StepSignals, first_crossings, step_signals
 from hackable_rl.training.callback import RunCallback, RunContext
-from hackable_rl.training.records import GenerationRecorder, step_file
+from hackable_rl.training.recorder import GenerationRecorder, step_file
 from hackable_rl.verifiers.types import Verdict
 
 RIGHT = "<think>2+3=5</think> \\boxed{5}"

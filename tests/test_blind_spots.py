@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hackable_rl.config_loading import validate_config
-from hackable_rl.errors import UserError
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import (
     CellRoles,
@@ -24,15 +25,14 @@ from hackable_rl.experiments.cells import (
 )
 from hackable_rl.experiments.honest import HonestSamples, measured_rates
 from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import write_jsonl
-from hackable_rl.payoff import PayoffCell, canonical_names, format_payoff, unpayable_problem
 from hackable_rl.report.blind_spots import (
     blind_spot_outcomes,
     gap_growth,
     load_cell_conditions,
     restated_cells,
 )
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.scoring.payoff import PayoffCell, canonical_names, format_payoff, unpayable_problem
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS
 from hackable_rl.verifiers.training_verifier import TrainingVerifier
 from hackable_rl.verifiers.types import Example
@@ -66,7 +66,7 @@ def test_a_cell_becomes_uncorrupted_members_with_their_flaws_rates() -> None:
 
 
 def _raw(overrides: list[str]) -> dict:
-    from hackable_rl.config_loading import apply_overrides
+    from hackable_rl.config.loading import apply_overrides
 
     return apply_overrides(load_resolved(ROOT / "pipelines" / "flawed_verifier" / "params.yaml").model_dump(mode="json"),
                            overrides)

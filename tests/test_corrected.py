@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hackable_rl.config_loading import validate_config
-from hackable_rl.errors import ConfigError
-from hackable_rl.extensions import check_config
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import ConfigError
 from hackable_rl.methods.corrected import member_rates
-from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.scoring.extensions import check_config
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers import Example
 
 RIGHT, WRONG = "<think>3+4=7</think> \\boxed{7}", "<think>3+4=8</think> \\boxed{8}"
@@ -98,8 +98,8 @@ def test_configs_it_cannot_correct_are_refused_when_loaded(sections, line) -> No
 
 
 def test_corrected_trains(project) -> None:
-    from hackable_rl.config_loading import load_config
-    from hackable_rl.jsonl import read_jsonl
+    from hackable_rl.config.loading import load_config
+    from hackable_rl.core.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 
     config = load_config("params.yaml", ["method=corrected", "tracking.enabled=false", "trainer.max_steps=1",
@@ -113,8 +113,8 @@ def test_corrected_trains(project) -> None:
 
 
 def test_forward_trains_on_the_weight_with_its_group_mean_kept(project) -> None:
-    from hackable_rl.config_loading import load_config
-    from hackable_rl.jsonl import read_jsonl
+    from hackable_rl.config.loading import load_config
+    from hackable_rl.core.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 
     overrides = ["method=corrected", "method_kwargs.kind=forward", "tracking.enabled=false", "trainer.max_steps=1",

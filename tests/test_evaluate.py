@@ -10,8 +10,8 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import read_jsonl
+from hackable_rl.core.jsonl import read_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.run import run_training
 

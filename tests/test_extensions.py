@@ -14,9 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import read_jsonl
-from hackable_rl.registry import AGGREGATIONS, CHANNELS, CHECKERS, METHODS, REPORT_METRICS
+from hackable_rl.core.jsonl import read_jsonl
+from hackable_rl.core.registry import AGGREGATIONS, CHANNELS, CHECKERS, METHODS, REPORT_METRICS
+from hackable_rl.scoring.extensions import load_resolved
 
 PLUGINS = Path(__file__).parent / "plugins"
 PLUGIN_SETTINGS = [
@@ -101,7 +101,7 @@ def test_validate_checks_names_against_the_registries(setting, line, monkeypatch
 
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "hackable_rl"
-SCHEMA_DEFAULTS = {("config.py", "baseline")}
+SCHEMA_DEFAULTS = {("experiment.py", "baseline")}
 """The schema's default method: a value, not code that branches on a name."""
 
 
@@ -122,7 +122,7 @@ def test_no_report_payoff_or_schema_code_names_a_built_in() -> None:
     registration), so the report, the payoff table and the schema hold no built-in's name."""
     load_resolved(Path(__file__).resolve().parents[1] / "params.yaml")
     names = set(METHODS.names()) | set(CHECKERS.names()) - {"clean"}  # "clean": also the rate-0 condition
-    files = [*sorted((SRC / "report").glob("*.py")), SRC / "payoff.py", SRC / "config.py", SRC / "config_types.py"]
+    files = [*sorted((SRC / "report").glob("*.py")), SRC / "scoring" / "payoff.py", *sorted((SRC / "config").glob("*.py"))]
     named = sorted({(path.name, name) for path in files for text in _code_strings(path) for name in names
                     if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text)} - SCHEMA_DEFAULTS)
     assert named == []
@@ -141,7 +141,7 @@ def _extension_kinds() -> list[list[str]]:
 def test_the_table_of_extension_kinds_is_true(monkeypatch) -> None:
     """Every registry has a row; its built-in file registers that kind; its plugin loads as that kind
     from one file in tests/plugins/; its test exercises the plugin."""
-    import hackable_rl.registry as registry
+    import hackable_rl.core.registry as registry
 
     monkeypatch.syspath_prepend(str(PLUGINS))
     root = DOC.parents[1]

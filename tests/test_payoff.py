@@ -9,8 +9,14 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.extensions import load_resolved
-from hackable_rl.payoff import canonical_names, exploit_names, payoff_table, short_name, unpayable_problem
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.scoring.payoff import (
+    canonical_names,
+    exploit_names,
+    payoff_table,
+    short_name,
+    unpayable_problem,
+)
 
 
 def test_pays_under_a_clean_verifier_match_the_objective(project) -> None:

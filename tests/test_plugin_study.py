@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from hackable_rl.cli import app
 from hackable_rl.experiments.study import study_condition
-from hackable_rl.extensions import load_resolved
-from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers.types import Example
 
 PLUGINS = Path(__file__).parent / "plugins"

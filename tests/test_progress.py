@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import hackable_rl.progress as progress
-from hackable_rl.extensions import load_resolved
-from hackable_rl.progress import PeriodicProgress, progress_bar
+import hackable_rl.core.progress as progress
+from hackable_rl.core.progress import PeriodicProgress, progress_bar
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import quiet_local_transfers
 from hackable_rl.training.console import TrainingProgress, loss_note, progress_line
 
@@ -42,7 +42,7 @@ def test_periodic_progress_writes_a_line_per_period_and_one_at_the_end():
 
 def test_progress_bar_off_a_terminal_logs_lines_or_nothing(monkeypatch, caplog):
     monkeypatch.setattr(progress, "_stderr_is_terminal", lambda: False)
-    with caplog.at_level(logging.INFO, logger="hackable_rl.progress"):
+    with caplog.at_level(logging.INFO, logger="hackable_rl.core.progress"):
         with progress_bar(3, "warm start", "steps", lines_when_piped=False) as advance:
             for _ in range(3):
                 advance()

@@ -19,11 +19,11 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.errors import UserError
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
-from hackable_rl.run_lock import run_lock
-from hackable_rl.storage import Storage
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_jsonl, write_json, write_jsonl
+from hackable_rl.core.run_lock import run_lock
+from hackable_rl.core.storage import Storage
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.rewind import forget_steps_after
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker
@@ -48,7 +48,7 @@ def _fresh_logging():
 
 def _hold_lock(run_dir: Path) -> subprocess.Popen:
     """Another process that holds the run folder's lock until it is killed."""
-    code = ("import sys, time; from pathlib import Path; from hackable_rl.run_lock import run_lock\n"
+    code = ("import sys, time; from pathlib import Path; from hackable_rl.core.run_lock import run_lock\n"
             "with run_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(600)")
     holder = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.experiments import study
 from hackable_rl.experiments.cells import noise_cells
 from hackable_rl.experiments.evaluate import EvalResult
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import write_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.study_records import condition_files
 
 ROOT = Path(__file__).resolve().parents[1]

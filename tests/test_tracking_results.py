@@ -17,9 +17,9 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import append_jsonl, read_jsonl
-from hackable_rl.storage import Storage
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl
+from hackable_rl.core.storage import Storage
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_state
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tables import block_bounds, generations_table
@@ -49,7 +49,7 @@ def test_blocks_of_fifty_steps_name_their_tables():
 
 def test_every_steps_records_are_rows_of_a_block_table_and_a_resume_sends_none_twice(tmp_path):
     from hackable_rl.training.callback import RunCallback, RunContext
-    from hackable_rl.training.records import GenerationRecorder, step_file
+    from hackable_rl.training.recorder import GenerationRecorder, step_file
 
     client, _, run_id = _store(tmp_path)
     run_dir = tmp_path / "run"

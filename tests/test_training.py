@@ -14,8 +14,8 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from hackable_rl.extensions import load_resolved
-from hackable_rl.jsonl import append_jsonl, read_jsonl
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.checkpoints import last_resumable
 from hackable_rl.training.run import run_training

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import yaml
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import NoiseCell, cell_overrides, noise_cells, read_cell
-from hackable_rl.extensions import load_resolved
 from hackable_rl.report.build import build_report
 from hackable_rl.report.declared import load_cell_conditions
 from hackable_rl.report.youden import prediction_verdicts, read_design, sweep_outcomes
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import Asymmetric, build_channel
 from hackable_rl.verifiers.training_verifier import TrainingVerifier

@@ -18,11 +18,11 @@ import yaml
 
 from hackable_rl import __version__
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import describe_fields
-from hackable_rl.extensions import check_builds, load_resolved
-from hackable_rl.redact import masked_log_handler
-from hackable_rl.storage import check_output_path
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import describe_fields
+from hackable_rl.core.redact import masked_log_handler
+from hackable_rl.core.storage import check_output_path
+from hackable_rl.scoring.extensions import check_builds, load_resolved
 
 app = typer.Typer(
     cls=UserErrorCommands,
@@ -73,7 +73,7 @@ def main(
 def _model_config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
     """`_config` for the commands that run a model: torch's threads and determinism set first, and
     no library progress bars for loading and saving weights."""
-    from hackable_rl.runtime import quiet_library_progress_bars, use_torch_settings
+    from hackable_rl.config.runtime import quiet_library_progress_bars, use_torch_settings
 
     resolved = _config(config, overrides, refusals)
     use_torch_settings(resolved)
@@ -140,8 +140,8 @@ def judge(
     """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
     from rich.console import Console
 
+    from hackable_rl.core.summaries import judge_table
     from hackable_rl.evaluation.judge import JudgeOptions, judge_file
-    from hackable_rl.summaries import judge_table
 
     # The ranges of rewards.rel_tol and rewards.math_verify_timeout_s, the same settings in a config.
     check_range("--rel-tol", rel_tol, 0.0, 1.0)
@@ -266,8 +266,8 @@ def eval_command(
     ] = None,
 ) -> None:
     """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates."""
+    from hackable_rl.core.summaries import eval_lines
     from hackable_rl.experiments import evaluate as runs
-    from hackable_rl.summaries import eval_lines
 
     cfg = _model_config(config, overrides)
     for path, option in ((metrics_dir, "--metrics-dir"), (out_dir, "--out-dir")):
@@ -360,8 +360,8 @@ def compare_command(
 def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None,
               metrics_dir: Annotated[Path, typer.Option(help="Where warmstart.json goes.")] = Path("metrics")) -> None:
     """Warm-start the tiny policy (tokenizer, SFT, held-out greedy accuracy) or record a pretrained source."""
+    from hackable_rl.core.summaries import warmstart_line
     from hackable_rl.models.loading import policy_dir
-    from hackable_rl.summaries import warmstart_line
     from hackable_rl.warmstart import run_warmstart
 
     cfg = _model_config(config, overrides)
@@ -382,8 +382,8 @@ def payoff(
 ) -> None:
     """The exploit payoff table: mean training reward of canonical completions per cell and method
     beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
-    from hackable_rl import payoff as table
     from hackable_rl.experiments.study import study_payoff
+    from hackable_rl.scoring import payoff as table
 
     cells, rates = study_payoff(_config(config, overrides), study, prompts, honest_samples)
     typer.echo("\n".join(table.format_payoff(cells)))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hackable_rl.bounds import Probability
-from hackable_rl.registry import CheckerSpec, Exploit, MethodSpec
+from hackable_rl.core.bounds import Probability
+from hackable_rl.core.registry import CheckerSpec, Exploit, MethodSpec
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, clean_checker
 from hackable_rl.verifiers.types import Verdict
 

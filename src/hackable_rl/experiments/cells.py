@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config_loading import parse_override, read_yaml
-from hackable_rl.errors import UserError
+from hackable_rl.config.loading import parse_override, read_yaml
+from hackable_rl.core.errors import UserError
 
 __all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "variant_method", "study_cells", "cell_roles", "read_study_file"]
 

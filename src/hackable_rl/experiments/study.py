@@ -20,10 +20,13 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import validate_config
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import iter_jsonl, write_jsonl
+from hackable_rl.core.stats import mean
+from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.errors import UserError
 from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
 from hackable_rl.experiments.cells import (
     Cell,
@@ -37,11 +40,8 @@ from hackable_rl.experiments.cells import (
 from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
 from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
-from hackable_rl.extensions import check_config
-from hackable_rl.jsonl import iter_jsonl, write_jsonl
-from hackable_rl.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
-from hackable_rl.stats import mean
-from hackable_rl.storage import Storage
+from hackable_rl.scoring.extensions import check_config
+from hackable_rl.scoring.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.study_records.condition_files import (
     BASE,
     CONDITION_FILE,

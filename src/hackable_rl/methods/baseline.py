@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hackable_rl.registry import REFERENCE, register_method
+from hackable_rl.core.registry import REFERENCE, register_method
 from hackable_rl.verifiers.training_verifier import EnsembleRewards
 
 

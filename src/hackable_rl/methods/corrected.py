@@ -34,8 +34,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hackable_rl.bounds import Probability
-from hackable_rl.registry import register_method
+from hackable_rl.core.bounds import Probability
+from hackable_rl.core.registry import register_method
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import build_channel
 from hackable_rl.verifiers.ensemble import aggregate

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hackable_rl.registry import register_method
+from hackable_rl.core.registry import register_method
 from hackable_rl.verifiers.shaping import ShapingSettings
 from hackable_rl.verifiers.training_verifier import EnsembleRewards
 

@@ -24,11 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hackable_rl.core.jsonl import read_json
+from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import replicate_interval
 from hackable_rl.experiments.cells import CellRoles, cell_roles
-from hackable_rl.extensions import exploits_of, reference_method
-from hackable_rl.jsonl import read_json
-from hackable_rl.registry import METHODS
 from hackable_rl.report.conditions import STUDY_FILE, study_table
 from hackable_rl.report.declared import (
     CellKey,
@@ -41,6 +40,7 @@ from hackable_rl.report.declared import (
 )
 from hackable_rl.report.declared import fmt as _fmt
 from hackable_rl.report.outcomes import Paired, curves_of, per_prompt
+from hackable_rl.scoring.extensions import exploits_of, reference_method
 from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition, write_summary
 from hackable_rl.study_records.onset import ONSET_FILE
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.config_loading import read_yaml
-from hackable_rl.errors import UserError
+from hackable_rl.config.loading import read_yaml
+from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.metrics import summary_table
 from hackable_rl.evaluation.paired import check_margin
 from hackable_rl.study_records.condition_files import (

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hackable_rl.core.jsonl import iter_jsonl
 from hackable_rl.evaluation.paired import (
     PROMPTS_FILE,
     Equivalence,
@@ -30,9 +31,8 @@ from hackable_rl.evaluation.paired import (
     read_prompt_results,
 )
 from hackable_rl.evaluation.replicates import ONE_REPLICATE, replicate_interval
-from hackable_rl.extensions import reference_method
-from hackable_rl.jsonl import iter_jsonl
 from hackable_rl.report.conditions import CONTROL_PREFIX, method_label
+from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import (
     CONDITION_FILE,
     CURVE_FILE,

@@ -23,14 +23,14 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json as read_json_document
+from hackable_rl.core.stats import mean
 from hackable_rl.evaluation.paired import PROMPTS_FILE, Comparison, policy_mean_ci, read_prompt_results
 from hackable_rl.evaluation.report_metrics import PREFIX as REPORT_PREFIX
-from hackable_rl.extensions import restates_accuracy
-from hackable_rl.jsonl import read_json as read_json_document
 from hackable_rl.report import plots
-from hackable_rl.report.study import fmt
-from hackable_rl.stats import mean
+from hackable_rl.report.rate_grid import fmt
+from hackable_rl.scoring.extensions import restates_accuracy
 from hackable_rl.training.curves import SUMMARISED_KEYS
 
 log = logging.getLogger(__name__)

@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
-from hackable_rl.extensions import reference_method
 from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, study_table
 from hackable_rl.report.declared import (
     CellKey,
@@ -34,6 +33,7 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.outcomes import Paired, paired
+from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import write_summary
 
 __all__ = ["SweepDesign", "is_j_sweep", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]

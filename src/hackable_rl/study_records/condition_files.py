@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json, write_json
 from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
-from hackable_rl.jsonl import read_json, write_json
 from hackable_rl.methods import METHODS
 
 BASE = "base"

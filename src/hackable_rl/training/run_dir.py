@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 import yaml
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_json, write_json
-from hackable_rl.run_lock import LOCK_NAME
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json, write_json
+from hackable_rl.core.run_lock import LOCK_NAME
 from hackable_rl.tracking import Tracker
 from hackable_rl.training.checkpoints import last_resumable, permanent_folders, resume_dir
 from hackable_rl.training.resume_guard import ResumeChanges, change_record, change_tag, check_resume_config

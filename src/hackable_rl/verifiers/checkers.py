@@ -27,8 +27,8 @@ from hackable_rl.answers.parsing import (
     parse_reference,
     parse_strict,
 )
-from hackable_rl.registry import CHECKERS, Exploit, register_checker
-from hackable_rl.settings import bind_settings, setting_names
+from hackable_rl.core.registry import CHECKERS, Exploit, register_checker
+from hackable_rl.core.settings import bind_settings, setting_names
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
 __all__ = [

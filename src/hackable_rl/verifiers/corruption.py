@@ -18,10 +18,10 @@ from hashlib import blake2b
 from statistics import NormalDist
 from typing import Any, Protocol
 
-from hackable_rl.bounds import NonNegativeFloat, Probability
-from hackable_rl.errors import UserError
-from hackable_rl.registry import CHANNELS, CHECKERS, RegistryError, register_channel
-from hackable_rl.settings import bind_settings
+from hackable_rl.core.bounds import NonNegativeFloat, Probability
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import CHANNELS, CHECKERS, RegistryError, register_channel
+from hackable_rl.core.settings import bind_settings
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 

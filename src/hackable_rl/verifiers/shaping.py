@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hackable_rl.bounds import NonNegativeFloat
+from hackable_rl.core.bounds import NonNegativeFloat
 from hackable_rl.verifiers.ensemble import Disagreement, aggregate
 
 __all__ = ["attenuation", "robust_reward", "ShapedRewards", "ShapingSettings", "shape"]

@@ -22,11 +22,11 @@ import numpy as np
 import hackable_rl.methods  # noqa: F401  (registers the built-in methods)
 import hackable_rl.rewards  # noqa: F401  (registers the built-in rewards)
 from hackable_rl.answers.parsing import completion_text, parse_strict
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.objectives import build_objective
-from hackable_rl.records import VerifierRecord
-from hackable_rl.registry import METHODS, REWARDS, build_reward
-from hackable_rl.stats import mean
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.registry import METHODS, REWARDS, build_reward
+from hackable_rl.core.stats import mean
+from hackable_rl.scoring.objectives import build_objective
+from hackable_rl.scoring.records import VerifierRecord
 from hackable_rl.verifiers.shaping import ShapingSettings
 from hackable_rl.verifiers.training_verifier import DEFAULT_SHAPING, EnsembleRewards, TrainingVerifier
 from hackable_rl.verifiers.types import Example
@@ -52,7 +52,7 @@ class ScoredBatch:
     rewards: list[float]
     """Final objective reward per completion (missing verifier rewards imputed)."""
     records: list[VerifierRecord]
-    """One record per completion (see `hackable_rl.records`)."""
+    """One record per completion (see `hackable_rl.scoring.records`)."""
     counts: dict[str, float]
     """Per-batch counts and means; a mean over no available value is left out."""
 

@@ -6,7 +6,7 @@ parsing, so a config that validates is a config that can run.
 
 This is the bottom floor of the package: it imports only pydantic, the bounds and the field types.
 Reading a params file, `--set` overrides and validation with one line per problem live above it,
-in `hackable_rl.config_loading` (`load_config`, `validate_config`).
+in `hackable_rl.config.loading` (`load_config`, `validate_config`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from hackable_rl.bounds import (
+from hackable_rl.config.field_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler, Tag
+from hackable_rl.core.bounds import (
     FiniteFloat,
     NonNegativeFloat,
     NonNegativeInt,
@@ -27,7 +28,6 @@ from hackable_rl.bounds import (
     UnitFloat,
     at_least,
 )
-from hackable_rl.config_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler, Tag
 
 __all__ = ["ExperimentConfig", "Section"]
 

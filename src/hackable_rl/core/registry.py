@@ -8,7 +8,7 @@ channels and methods are held as small frozen dataclasses whose fields are what 
 those fields as keywords and returns the plain function unchanged; a `module:attr` may name a spec or
 a plain function (which then declares nothing). A name that is not
 registered may be a `"package.module:attr"` string, which loads external code without touching
-this package. `hackable_rl.extensions` imports the built-in ones and checks a config's names.
+this package. `hackable_rl.scoring.extensions` imports the built-in ones and checks a config's names.
 """
 
 from __future__ import annotations

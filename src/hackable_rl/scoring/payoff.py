@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import apply_overrides, validate_config
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import apply_overrides, validate_config
+from hackable_rl.core.jsonl import write_json
+from hackable_rl.core.registry import CHECKERS, Exploit
+from hackable_rl.core.stats import mean
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.jsonl import write_json
 from hackable_rl.methods import METHODS
-from hackable_rl.registry import CHECKERS, Exploit
-from hackable_rl.scoring import build_reward_pipeline
-from hackable_rl.stats import mean
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers.checkers import checker_defaults
 from hackable_rl.verifiers.corruption import configured_flaw
 

@@ -23,14 +23,14 @@ from pathlib import Path
 import hackable_rl.data  # noqa: F401  (registers the data providers)
 import hackable_rl.evaluation.report_metrics  # noqa: F401  (registers the report metrics)
 import hackable_rl.methods  # noqa: F401  (registers the methods)
-import hackable_rl.objectives  # noqa: F401  (registers the objectives)
 import hackable_rl.rewards  # noqa: F401  (registers the rewards)
+import hackable_rl.scoring.objectives  # noqa: F401  (registers the objectives)
 import hackable_rl.verifiers.corruption  # noqa: F401  (registers the channels and, through it, the checkers)
 import hackable_rl.verifiers.ensemble  # noqa: F401  (registers the aggregations)
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import load_config
-from hackable_rl.errors import ConfigError, UserError
-from hackable_rl.registry import (
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import load_config
+from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.core.registry import (
     AGGREGATIONS,
     CHANNELS,
     CHECKERS,
@@ -43,8 +43,8 @@ from hackable_rl.registry import (
     Registry,
     RegistryError,
 )
-from hackable_rl.scoring import build_reward_pipeline
-from hackable_rl.settings import model_settings
+from hackable_rl.core.settings import model_settings
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers.checkers import checker_settings
 from hackable_rl.verifiers.corruption import channel_settings
 

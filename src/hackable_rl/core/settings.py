@@ -18,11 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 
 __all__ = ["bind_settings", "model_settings", "setting_names"]
 
-# A plain `float` setting refuses inf and NaN too, as every config float does (hackable_rl.bounds):
+# A plain `float` setting refuses inf and NaN too, as every config float does (hackable_rl.core.bounds):
 # a plugin that annotates `scale: float` cannot be handed `.inf`.
 _FINITE_ONLY = ConfigDict(allow_inf_nan=False)
 
