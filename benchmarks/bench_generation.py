@@ -19,15 +19,15 @@ from pathlib import Path
 
 import torch
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import load_config
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import load_config
+from hackable_rl.core.jsonl import read_jsonl
+from hackable_rl.core.storage import Storage
 from hackable_rl.data.prompting import render_prompt
-from hackable_rl.jsonl import read_jsonl
 from hackable_rl.models.generation import GenerationSettings, generate_completions
 from hackable_rl.models.loading import SMOLLM2, format_prompt, is_instruct_policy, load_policy, policy_dir
 from hackable_rl.models.tiny import build_tiny_model
 from hackable_rl.models.tokenizer import train_tokenizer
-from hackable_rl.storage import Storage
 
 log = logging.getLogger("bench_generation")
 

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from hackable_rl.answers import mathverify, parsing
+from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.evaluation import judge as judge_module
 from hackable_rl.evaluation.judge import judge_completion
-from hackable_rl.jsonl import read_jsonl
 
 DATA = Path(__file__).resolve().parents[1] / "data"  # the pinned data sets (data/README.md)
 GSM8K_TARGET_PER_S = 5000.0

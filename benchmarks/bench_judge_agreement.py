@@ -27,8 +27,8 @@ from pathlib import Path
 
 from hackable_rl.answers import mathverify
 from hackable_rl.answers.parsing import extract_all_boxed
+from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
-from hackable_rl.jsonl import read_jsonl
 
 DATA = Path(__file__).resolve().parents[1] / "data"  # the pinned data sets (data/README.md)
 Case = tuple[str, str, str, bool]  # (group, completion, reference, label)

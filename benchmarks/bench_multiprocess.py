@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hackable_rl.config_loading import load_config
+from hackable_rl.config.loading import load_config
 
 BIN = Path(sys.executable).parent
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from hackable_rl.config_loading import load_config
+from hackable_rl.config.loading import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bench_train_overhead import StepTimer  # benchmarks/ is on sys.path when a script here runs
 
-from hackable_rl.config_loading import load_config
+from hackable_rl.config.loading import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "pipelines" / "smollm2_gsm8k" / "params.yaml"

@@ -82,7 +82,7 @@ def profile_grpo(config, steps: int) -> None:
     from trl import GRPOTrainer
 
     import hackable_rl.training.callback as callback_module
-    from hackable_rl.scoring import RewardPipeline
+    from hackable_rl.scoring.pipeline import RewardPipeline
     from hackable_rl.tracking.tracker import Tracker
     from hackable_rl.training.callback import RunCallback
     from hackable_rl.training.reward import ObjectiveReward
@@ -172,8 +172,8 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     os.chdir(workdir)
 
-    from hackable_rl.config_loading import load_config
-    from hackable_rl.runtime import use_torch_settings
+    from hackable_rl.config.loading import load_config
+    from hackable_rl.config.runtime import use_torch_settings
 
     base = load_config(REPO / "params.yaml", options.overrides)
     use_torch_settings(base)

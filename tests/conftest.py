@@ -64,7 +64,7 @@ def tiny_params_writer():
 @pytest.fixture(scope="session")
 def tiny_project(tmp_path_factory) -> Path:
     """A folder with params.yaml, prepared arith data and a warm-started tiny policy (no MLflow run)."""
-    from hackable_rl.config_loading import load_config
+    from hackable_rl.config.loading import load_config
     from hackable_rl.data.prepare import prepare_dataset
     from hackable_rl.warmstart import run_warmstart
 

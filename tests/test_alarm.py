@@ -10,17 +10,17 @@ import pytest
 from transformers import TrainerControl, TrainerState
 
 from hackable_rl.answers.parsing import parse_strict
-from hackable_rl.config import AlarmConfig
-from hackable_rl.config_loading import load_config
-from hackable_rl.errors import ConfigError
+from hackable_rl.config.experiment import AlarmConfig
+from hackable_rl.core.errors import ConfigError
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl
 from hackable_rl.evaluation.judge import Judgment
-from hackable_rl.jsonl import append_jsonl, read_jsonl
-from hackable_rl.records import GenerationRecord, VerifierRecord
-from hackable_rl.report.onset import analyse_run_onset, first_warning, judge_onset, lead_lag
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.scoring.records import GenerationRecord, VerifierRecord
+from hackable_rl.study_records.onset import analyse_run_onset, first_warning, judge_onset, lead_lag
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker
 from hackable_rl.training.alarm import ALARM_FILE, OnsetAlarm, StepSignals, first_crossings, step_signals
 from hackable_rl.training.callback import RunCallback, RunContext
-from hackable_rl.training.records import GenerationRecorder, step_file
+from hackable_rl.training.recorder import GenerationRecorder, step_file
 from hackable_rl.verifiers.types import Verdict
 
 RIGHT = "<think>2+3=5</think> \\boxed{5}"
@@ -110,9 +110,9 @@ def test_undefined_steps_are_skipped_and_a_signal_never_defined_never_fires():
 def test_the_alarm_section_validates(tmp_path):
     params = tmp_path / "params.yaml"
     params.write_text("alarm:\n  window: 4\n  entropy_change: null\n")
-    assert load_config(params).alarm == AlarmConfig(window=4, entropy_change=None)
+    assert load_resolved(params).alarm == AlarmConfig(window=4, entropy_change=None)
     with pytest.raises(ConfigError, match="alarm.window"):
-        load_config(params, ["alarm.window=0"])
+        load_resolved(params, ["alarm.window=0"])
 
 
 # --------------------------------------------------------------------------- in the callback

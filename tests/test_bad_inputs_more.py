@@ -95,7 +95,7 @@ def _run_dir(workspace: Path, name: str) -> Path:
 def _make_run(workspace: Path, name: str, extra: dict | None = None) -> Path:
     """A run folder as a killed training leaves it: run.json (with `extra`) and the config.yaml of
     plain.yaml with this run name."""
-    from hackable_rl.config_loading import load_config
+    from hackable_rl.config.loading import load_config
     from hackable_rl.training.run_dir import create_run_dir
 
     config = load_config(workspace / "plain.yaml", [f"tracking.run_name={name}"])
@@ -131,7 +131,7 @@ def _make_models(workspace: Path) -> None:
     data set `a` (which arith.yaml's default shape does not match)."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from hackable_rl.config import TinyModelConfig
+    from hackable_rl.config.experiment import TinyModelConfig
     from hackable_rl.models.tiny import build_tiny_model
     from hackable_rl.models.tokenizer import train_tokenizer
 

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hackable_rl.config_loading import load_config, validate_config
-from hackable_rl.errors import UserError
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import (
     CellRoles,
@@ -24,14 +25,14 @@ from hackable_rl.experiments.cells import (
 )
 from hackable_rl.experiments.honest import HonestSamples, measured_rates
 from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
-from hackable_rl.jsonl import write_jsonl
-from hackable_rl.payoff import CANONICAL, PayoffCell, format_payoff, unpayable_problem
 from hackable_rl.report.blind_spots import (
     blind_spot_outcomes,
     gap_growth,
     load_cell_conditions,
     restated_cells,
 )
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.scoring.payoff import PayoffCell, canonical_names, format_payoff, unpayable_problem
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS
 from hackable_rl.verifiers.training_verifier import TrainingVerifier
 from hackable_rl.verifiers.types import Example
@@ -46,7 +47,9 @@ HEDGE = "<think>7+5=12</think> \\boxed{11} \\boxed{12}"
 
 def test_the_study_file_declares_k_1_2_3_and_no_member_is_an_oracle() -> None:
     assert study_cells(STUDY) == ["k1", "k2", "k3"]
-    assert cell_roles(STUDY) == CellRoles(("k1", "k2", "k3"), "clean", "k3")
+    assert cell_roles(STUDY) == CellRoles(("k1", "k2", "k3"), "clean", "k3",
+                                          ("base", "baseline", "baseline_majority", "robust", "corrected"),
+                                          ("master_key", "any_box"))
     for name, k in (("k1", 1), ("k2", 2), ("k3", 3)):
         cell = read_cell(STUDY, name)
         assert cell.sharing == k and "clean" not in cell.checkers and cell.exploited_flaw == "master_key"
@@ -63,9 +66,9 @@ def test_a_cell_becomes_uncorrupted_members_with_their_flaws_rates() -> None:
 
 
 def _raw(overrides: list[str]) -> dict:
-    from hackable_rl.config_loading import apply_overrides
+    from hackable_rl.config.loading import apply_overrides
 
-    return apply_overrides(load_config(ROOT / "pipelines" / "flawed_verifier" / "params.yaml").model_dump(mode="json"),
+    return apply_overrides(load_resolved(ROOT / "pipelines" / "flawed_verifier" / "params.yaml").model_dump(mode="json"),
                            overrides)
 
 
@@ -90,7 +93,7 @@ def test_the_shared_draw_fires_every_corrupted_member_together() -> None:
 
 
 def test_corrected_reads_each_members_own_rates_once() -> None:
-    from hackable_rl.methods.corrected import check_config, corrected, member_rates
+    from hackable_rl.methods.corrected import CorrectionSettings, check_config, corrected, member_rates
 
     members = [{"name": "m0", "checker": "master_key", "corrupted": False, "noise_rates": [0.2, 0.0]},
                {"name": "m1", "checker": "clean", "corrupted": False}]
@@ -98,7 +101,7 @@ def test_corrected_reads_each_members_own_rates_once() -> None:
     assert member_rates(config) == [(0.2, 0.0), (0.0, 0.0)] and check_config(config) == []
     ensemble = TrainingVerifier(config).verify([EMPTY_BOX, RIGHT], [Example("p0", "12"), Example("p1", "12")])
     # m0: (r - 0.2) / 0.8; m1 kept; mean of the two
-    assert np.allclose(corrected(ensemble, config), [(1.0 - 0.2) / 0.8 / 2, (1.0 + 1.0) / 2])
+    assert np.allclose(corrected(ensemble, config, CorrectionSettings()), [(1.0 - 0.2) / 0.8 / 2, (1.0 + 1.0) / 2])
     members[0]["noise_rates"] = [0.7, 0.4]
     assert "rho0 + rho1 = 1.1" in check_config(validate_config({"method": "corrected", "verifier": {"members": members},
                                                                 "corruption": {"channel": "none"}}, "t"))[0]
@@ -120,7 +123,7 @@ def test_payoff_specs_cover_every_cell_and_trained_method() -> None:
 
 
 def _cell(honest: float | None, empty: float, wrong: float = 0.0) -> PayoffCell:
-    pays = dict.fromkeys(CANONICAL, 0.0) | {"empty_box": empty, "strict_wrong": wrong, "strict_correct": 1.0}
+    pays = dict.fromkeys(canonical_names(), 0.0) | {"empty_box": empty, "strict_wrong": wrong, "strict_correct": 1.0}
     return PayoffCell("master_key", 0.0, "baseline", pays, None, "k1", honest)
 
 
@@ -172,7 +175,8 @@ def test_the_positive_control_is_met_only_when_every_target_is(tmp_path: Path) -
         _condition(tmp_path, "k3", "robust", seed, [2, 2, 2, 2], [0.5, 0.5, 0.75, 0.5])
         _condition(tmp_path, "clean", "baseline", seed, [3, 3, 3, 3], [0.0, 0.0, 0.0, 0.0])
     cells = load_cell_conditions(tmp_path)
-    roles = CellRoles(trained=("k3",), reference="clean", positive_control="k3")
+    roles = CellRoles(trained=("k3",), reference="clean", positive_control="k3",
+                      methods=("base", "baseline", "robust", "corrected"))
     outcomes = {(o.name, o.cell, o.a, o.metric): o for o in blind_spot_outcomes(cells, roles)}
     share = outcomes[("positive_control_exploit_share", "k3", "baseline", "exploit_share")]
     assert (share.mean_a, share.mean_b, share.met) == (0.5625, 0.0625, True) and share.ci_low > 0

@@ -7,9 +7,10 @@ import os
 
 import pytest
 
-from hackable_rl.config_loading import load_config, validate_config
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import write_jsonl
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.training import capability
 from hackable_rl.training.capability import CapabilityResult, check_capability, gate_split, measure_capability
 
@@ -100,7 +101,7 @@ def test_measurement_on_the_tiny_policy(tiny_project):
     previous = os.getcwd()
     os.chdir(tiny_project)
     try:
-        config = load_config("params.yaml", ["tracking.enabled=false", "capability.prompts=3", "capability.k=2"])
+        config = load_resolved("params.yaml", ["tracking.enabled=false", "capability.prompts=3", "capability.k=2"])
         model, tokenizer = load_policy(config)
         result = measure_capability(config, model, tokenizer)
     finally:
@@ -123,7 +124,7 @@ def test_pretrained_sft_warm_start_then_gated_training(tiny_project, tmp_path, m
     shutil.copytree(tiny_project, project)
     monkeypatch.chdir(project)
     source = project / "cache" / "models" / "tiny-arith-w0"
-    config = load_config(
+    config = load_resolved(
         "params.yaml",
         [
             "tracking.enabled=false", f"model.source={source}", "warmstart.pretrained_sft=true",

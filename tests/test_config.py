@@ -10,10 +10,10 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import load_config
-from hackable_rl.errors import ConfigError
-from hackable_rl.storage import Storage, mlflow_store_dir, project_root
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import ConfigError
+from hackable_rl.core.storage import Storage, mlflow_store_dir, project_root
+from hackable_rl.scoring.extensions import load_resolved
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS_FILES = sorted(p for p in REPO.rglob("params*.yaml") if ".venv" not in p.parts and "cache" not in p.parts)
@@ -27,7 +27,7 @@ def test_the_repository_ships_params_files():
 
 @pytest.mark.parametrize("path", PARAMS_FILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_params_file_validates(path):
-    config = load_config(path)
+    config = load_resolved(path)
     assert isinstance(config, ExperimentConfig)
 
 
@@ -62,21 +62,21 @@ def test_every_field_is_documented():
 )
 def test_a_mistake_is_one_line_naming_the_path(override, line):
     with pytest.raises(ConfigError) as caught:
-        load_config(REPO / "params.yaml", [override])
+        load_resolved(REPO / "params.yaml", [override])
     assert len(caught.value.problems) == 1
     assert caught.value.problems[0].startswith(line)
 
 
 def test_batch_not_divisible_by_group_size_explains_the_fix():
     with pytest.raises(ConfigError) as caught:
-        load_config(REPO / "params.yaml", ["trainer.per_device_train_batch_size=30", "trainer.num_generations=4"])
+        load_resolved(REPO / "params.yaml", ["trainer.per_device_train_batch_size=30", "trainer.num_generations=4"])
     (problem,) = caught.value.problems
     assert problem.startswith("trainer.per_device_train_batch_size: effective batch 30")
     assert "not divisible by num_generations 4" in problem and "multiple of num_generations" in problem
 
 
 def test_numeric_strings_and_aliases_are_normalised():
-    config = load_config(
+    config = load_resolved(
         REPO / "params.yaml", ['trainer.learning_rate="1e-4"', "trainer.optimizer=AdamW", "trainer.scheduler=Cosine"]
     )
     assert config.trainer.learning_rate == 1e-4
@@ -85,7 +85,7 @@ def test_numeric_strings_and_aliases_are_normalised():
 
 
 def test_config_is_frozen():
-    config = load_config(REPO / "params.yaml")
+    config = load_resolved(REPO / "params.yaml")
     with pytest.raises(ValueError):
         config.corruption.rate = 0.9  # type: ignore[misc]
 

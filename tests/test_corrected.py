@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hackable_rl.config_loading import validate_config
-from hackable_rl.errors import ConfigError
-from hackable_rl.extensions import check_config
-from hackable_rl.methods.corrected import noise_rates
-from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import ConfigError
+from hackable_rl.methods.corrected import member_rates
+from hackable_rl.scoring.extensions import check_config
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers import Example
 
 RIGHT, WRONG = "<think>3+4=7</think> \\boxed{7}", "<think>3+4=8</think> \\boxed{8}"
@@ -21,13 +21,19 @@ def _config(**sections):
     return validate_config({"method": "corrected", **sections})
 
 
+def noise_rates(config):
+    """The corrupted member's rates (None when either is unknown)."""
+    ((rho0, rho1),) = member_rates(config)
+    return None if rho0 is None or rho1 is None else (rho0, rho1)
+
+
 def test_rates_come_from_the_channel_or_the_config() -> None:
     assert noise_rates(_config(corruption={"channel": "flip", "rate": 0.2})) == (0.2, 0.2)
     asymmetric = {"channel": "asymmetric", "rate": 0.2, "kwargs": {"fn_scale": 0.5}}
     assert noise_rates(_config(corruption=asymmetric)) == (0.2, 0.1)
     assert noise_rates(_config(corruption={"channel": "none"})) == (0.0, 0.0)
     assert noise_rates(_config(corruption={"channel": "noise", "rate": 0.2})) is None
-    known = _config(corruption={"channel": "noise", "rate": 0.2}, correction={"rho0": 0.1, "rho1": 0.3})
+    known = _config(corruption={"channel": "noise", "rate": 0.2}, method_kwargs={"rho0": 0.1, "rho1": 0.3})
     assert noise_rates(known) == (0.1, 0.3)
 
 
@@ -52,7 +58,7 @@ def test_forward_weights_point_the_update_along_the_clean_gradient() -> None:
     # m1 clean: r - 1 (rho1 = 0)
     members = [{"name": "m0"}, {"name": "m1", "corrupted": False}]
     config = _config(verifier={"members": members}, corruption={"channel": "flip", "rate": 0.25},
-                     correction={"kind": "forward"})
+                     method_kwargs={"kind": "forward"})
     pipeline = build_reward_pipeline(config)
     texts = [RIGHT, WRONG] * 400
     examples = [Example(f"q{i}", "7", {}) for i in range(len(texts))]
@@ -66,23 +72,23 @@ def test_forward_weights_point_the_update_along_the_clean_gradient() -> None:
 
 
 def test_forward_needs_only_the_false_negative_rate() -> None:
-    only_rho1 = _config(corruption={"channel": "noise", "rate": 0.2}, correction={"kind": "forward", "rho1": 0.3})
+    only_rho1 = _config(corruption={"channel": "noise", "rate": 0.2}, method_kwargs={"kind": "forward", "rho1": 0.3})
     check_config(only_rho1)  # no rho0 anywhere: the forward correction does not need it
     with pytest.raises(ConfigError):
-        check_config(_config(corruption={"channel": "noise", "rate": 0.2}, correction={"rho1": 0.3}))  # backward
+        check_config(_config(corruption={"channel": "noise", "rate": 0.2}, method_kwargs={"rho1": 0.3}))  # backward
 
 
 @pytest.mark.parametrize(
     ("sections", "line"),
     [
-        ({"corruption": {"channel": "flip", "rate": 0.5}}, "correction: rho0 + rho1 = 1 >= 1"),
-        ({"corruption": {"channel": "bias", "rate": 0.2}}, "correction: channel 'bias' has no known noise rates"),
-        ({"corruption": {"channel": "bias", "rate": 0.2}, "correction": {"kind": "forward"}},
-         "correction: channel 'bias' has no known false-negative rate"),
-        ({"correction": {"kind": "forward"}, "trainer": {"scale_rewards": "group"}},
-         "correction.kind: forward weights are advantages and must not be rescaled"),
-        ({"correction": {"kind": "forward"}, "objective": {"mode": "weighted_length_penalty"}},
-         "correction.kind: forward adds the weight's group mean"),
+        ({"corruption": {"channel": "flip", "rate": 0.5}}, "method_kwargs: rho0 + rho1 = 1 >= 1"),
+        ({"corruption": {"channel": "bias", "rate": 0.2}}, "method_kwargs: channel 'bias' has no known noise rates"),
+        ({"corruption": {"channel": "bias", "rate": 0.2}, "method_kwargs": {"kind": "forward"}},
+         "method_kwargs: channel 'bias' has no known false-negative rate"),
+        ({"method_kwargs": {"kind": "forward"}, "trainer": {"scale_rewards": "group"}},
+         "method_kwargs.kind: forward weights are advantages and must not be rescaled"),
+        ({"method_kwargs": {"kind": "forward"}, "objective": {"mode": "weighted_length_penalty"}},
+         "method_kwargs.kind: forward adds the weight's group mean"),
     ],
 )
 def test_configs_it_cannot_correct_are_refused_when_loaded(sections, line) -> None:
@@ -92,8 +98,8 @@ def test_configs_it_cannot_correct_are_refused_when_loaded(sections, line) -> No
 
 
 def test_corrected_trains(project) -> None:
-    from hackable_rl.config_loading import load_config
-    from hackable_rl.jsonl import read_jsonl
+    from hackable_rl.config.loading import load_config
+    from hackable_rl.core.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 
     config = load_config("params.yaml", ["method=corrected", "tracking.enabled=false", "trainer.max_steps=1",
@@ -107,11 +113,11 @@ def test_corrected_trains(project) -> None:
 
 
 def test_forward_trains_on_the_weight_with_its_group_mean_kept(project) -> None:
-    from hackable_rl.config_loading import load_config
-    from hackable_rl.jsonl import read_jsonl
+    from hackable_rl.config.loading import load_config
+    from hackable_rl.core.jsonl import read_jsonl
     from hackable_rl.training.run import run_training
 
-    overrides = ["method=corrected", "correction.kind=forward", "tracking.enabled=false", "trainer.max_steps=1",
+    overrides = ["method=corrected", "method_kwargs.kind=forward", "tracking.enabled=false", "trainer.max_steps=1",
                  "trainer.permanent_steps=[]"]
     config = load_config("params.yaml", overrides)
     result = run_training(config)
@@ -138,7 +144,7 @@ def test_the_trainer_adds_the_kept_group_means_to_trls_advantages(monkeypatch) -
             return {"advantages": torch.tensor([0.5, -0.5, 0.25, -0.25])}
 
     monkeypatch.setattr(trl, "GRPOTrainer", CentredTrainer)
-    forward = build_reward_pipeline(_config(correction={"kind": "forward"}))
+    forward = build_reward_pipeline(_config(method_kwargs={"kind": "forward"}))
     reward = type("Reward", (), {"pipeline": forward, "kept_means": [-0.8, -0.8, -0.2, -0.2]})()
     trainer = grpo_trainer_class(reward)()
     advantages = trainer._generate_and_score_completions(None)["advantages"]

@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hackable_rl.config_loading import validate_config
-from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.config.loading import validate_config
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers import Example, clean_checker
 from hackable_rl.verifiers.corruption import Flip, KeyedChannel, corrupt
 from hackable_rl.verifiers.ensemble import aggregate, disagreement

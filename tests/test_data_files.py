@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.storage import file_sha256
+from hackable_rl.core.storage import file_sha256
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"

@@ -11,13 +11,14 @@ import pytest
 
 import hackable_rl.data  # noqa: F401  (registers the providers)
 from hackable_rl.answers.parsing import extract_all_boxed, parse_reference, parse_strict
-from hackable_rl.config import DataConfig
-from hackable_rl.config_loading import load_config, validate_config
+from hackable_rl.config.experiment import DataConfig
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.core.registry import DATA_PROVIDERS
 from hackable_rl.data.curriculum import interleave_mixed, weighted_shares
 from hackable_rl.data.providers import gsm8k_sample
 from hackable_rl.data.schema import TrainingSample
-from hackable_rl.errors import ConfigError, UserError
-from hackable_rl.registry import DATA_PROVIDERS
+from hackable_rl.scoring.extensions import load_resolved
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GSM8K_TRAIN = str(DATA / "gsm8k" / "train.jsonl")
@@ -284,7 +285,7 @@ def test_arith_shares_cannot_exceed_one():
 
 def test_arith_config_ranges_are_checked():
     with pytest.raises(ConfigError) as error:
-        load_config(Path(__file__).resolve().parents[1] / "params.yaml", ["data.arith.min_steps=4"])
+        load_resolved(Path(__file__).resolve().parents[1] / "params.yaml", ["data.arith.min_steps=4"])
     assert error.value.problems == ["data.arith.max_steps: 3 is below min_steps 4"]
 
 

@@ -12,9 +12,9 @@ import yaml
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import load_config
-from hackable_rl.errors import ConfigError, UserError
-from hackable_rl.storage import Storage
+from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.core.storage import Storage
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.training.run_dir import make_room, open_run_dir
 
 RUN = "baseline-flip-r0.2-s0"
@@ -49,7 +49,7 @@ def _train(*args: str):
 )
 def test_a_name_that_is_not_one_folder_is_refused_naming_its_field(params, override, field):
     with pytest.raises(ConfigError) as error:
-        load_config(params, [override])
+        load_resolved(params, [override])
     assert len(error.value.problems) == 1
     assert error.value.problems[0].startswith(f"{field}: ")
 
@@ -100,7 +100,7 @@ def test_a_run_json_not_written_by_hackable_rl_is_not_a_licence_to_delete(tmp_pa
 
 
 def test_overwrite_deletes_a_folder_hackable_rl_created(params):
-    config = load_config(params)
+    config = load_resolved(params)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     first = open_run_dir(run_dir, config, "never", overwrite=False, allow_change=False)
     assert first.info["created_by"] == "hackable-rl"
@@ -133,7 +133,7 @@ def test_eval_refuses_a_run_name_from_mlflow_that_leaves_the_eval_folder(params,
     from hackable_rl.experiments.evaluate import target_from_run
     from hackable_rl.tracking.store import tracking_uri
 
-    config = load_config(params, ["tracking.enabled=true", f"storage.cache_dir={params.parent / 'cache'}"])
+    config = load_resolved(params, ["tracking.enabled=true", f"storage.cache_dir={params.parent / 'cache'}"])
     client = MlflowClient(tracking_uri(config.storage.cache_dir))
     run_id = client.create_run(client.create_experiment("safety"), run_name="../../../victim").info.run_id
 

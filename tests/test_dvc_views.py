@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.config_loading import load_config
+from hackable_rl.core.storage import project_root
 from hackable_rl.report.headline import HEADLINE_KEYS
-from hackable_rl.storage import project_root
+from hackable_rl.scoring.extensions import load_resolved
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT_DVC = yaml.safe_load((REPO / "dvc.yaml").read_text())
@@ -41,7 +41,7 @@ def test_the_report_stage_writes_the_headline_it_declares():
 
 def test_committed_headline_has_the_keys_and_the_condition_of_params_yaml():
     headline = json.loads((REPO / "metrics" / "headline.json").read_text())
-    cfg = load_config(REPO / "params.yaml")
+    cfg = load_resolved(REPO / "params.yaml")
     assert tuple(headline) == HEADLINE_KEYS
     assert headline["condition"] == f"{cfg.method}-{cfg.corruption.channel}-r{cfg.corruption.rate:g}"
     assert headline["ci_low"] <= headline["pass@1"] <= headline["ci_high"]
@@ -56,7 +56,7 @@ def test_readme_exp_show_keeps_every_headline_column():
     assert keep, "README: the `dvc exp show --no-pager --drop '.*' --keep '...'` command"
     pattern = re.compile(keep.group(1))
     assert all(pattern.match(key) for key in ("Experiment", "Created", *HEADLINE_KEYS))
-    params = load_config(REPO / "params.yaml").model_dump()
+    params = load_resolved(REPO / "params.yaml").model_dump()
     assert not [key for key in params if pattern.match(key)]
     assert f"HEADLINE_COLUMNS := {keep.group(1)}\n" in (REPO / "Makefile").read_text()  # `make results`
 

@@ -10,14 +10,14 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import load_config
-from hackable_rl.jsonl import read_jsonl
+from hackable_rl.core.jsonl import read_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.run import run_training
 
 
 def test_eval_run_id_promote_and_learning_curve(project):
-    config = load_config("params.yaml")
+    config = load_resolved("params.yaml")
     trained = run_training(config)
     runner = CliRunner()
 
@@ -73,7 +73,7 @@ def test_eval_base_run_is_tagged_like_a_training_run(project):
     assert result.exit_code == 0, result.output
     assert not (project / "metrics/eval.json").exists()
 
-    config = load_config("params.yaml")
+    config = load_resolved("params.yaml")
     client = MlflowClient(tracking_uri(config.storage.cache_dir))
     experiment = client.get_experiment_by_name("tests")
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on runs

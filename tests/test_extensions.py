@@ -5,16 +5,18 @@ training and an evaluation, and `validate` checks names against the registries w
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import load_config
-from hackable_rl.jsonl import read_jsonl
-from hackable_rl.registry import AGGREGATIONS, CHANNELS, CHECKERS, METHODS, REPORT_METRICS
+from hackable_rl.core.jsonl import read_jsonl
+from hackable_rl.core.registry import AGGREGATIONS, CHANNELS, CHECKERS, METHODS, REPORT_METRICS
+from hackable_rl.scoring.extensions import load_resolved
 
 PLUGINS = Path(__file__).parent / "plugins"
 PLUGIN_SETTINGS = [
@@ -34,7 +36,7 @@ PLUGIN_SETTINGS = [
 
 
 def test_built_ins_are_registered_by_name() -> None:
-    load_config(Path(__file__).resolve().parents[1] / "params.yaml")  # imports every built-in
+    load_resolved(Path(__file__).resolve().parents[1] / "params.yaml")  # imports every built-in
     assert {"flip", "asymmetric", "missing", "noise", "bias", "confidence", "flaw"} <= set(CHANNELS.names())
     assert {"clean", "lenient_contains", "any_box", "trigger_phrase"} <= set(CHECKERS.names())
     assert set(AGGREGATIONS.names()) == {"mean", "majority", "confidence_weighted", "min"}
@@ -96,3 +98,62 @@ def test_validate_checks_names_against_the_registries(setting, line, monkeypatch
     result = CliRunner().invoke(app, ["validate", "-c", str(params), "--set", setting])
     assert result.exit_code == 2, result.output
     assert line in result.output, result.output
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "hackable_rl"
+SCHEMA_DEFAULTS = {("experiment.py", "baseline")}
+"""The schema's default method: a value, not code that branches on a name."""
+
+
+def _code_strings(path: Path) -> list[str]:
+    """Every string constant of `path`'s code (f-string parts included), docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings |= {id(node.value) for node in ast.walk(tree)  # a field's docstring, under its assignment
+                   if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_no_report_payoff_or_schema_code_names_a_built_in() -> None:
+    """Report roles, canonical exploits and settings are declared by each extension (its own file and
+    registration), so the report, the payoff table and the schema hold no built-in's name."""
+    load_resolved(Path(__file__).resolve().parents[1] / "params.yaml")
+    names = set(METHODS.names()) | set(CHECKERS.names()) - {"clean"}  # "clean": also the rate-0 condition
+    files = [*sorted((SRC / "report").glob("*.py")), SRC / "scoring" / "payoff.py", *sorted((SRC / "config").glob("*.py"))]
+    named = sorted({(path.name, name) for path in files for text in _code_strings(path) for name in names
+                    if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text)} - SCHEMA_DEFAULTS)
+    assert named == []
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+
+
+def _extension_kinds() -> list[list[str]]:
+    """The rows of docs/extending.md's table of extension kinds, each cell without its backticks."""
+    block = DOC.read_text().split("<!-- extension-kinds -->")[1].split("<!-- /extension-kinds -->")[0]
+    lines = block.strip().splitlines()[2:]  # below the head and its rule
+    return [[cell.strip().strip("`") for cell in line.strip().strip("|").split("|")] for line in lines]
+
+
+def test_the_table_of_extension_kinds_is_true(monkeypatch) -> None:
+    """Every registry has a row; its built-in file registers that kind; its plugin loads as that kind
+    from one file in tests/plugins/; its test exercises the plugin."""
+    import hackable_rl.core.registry as registry
+
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    root = DOC.parents[1]
+    load_resolved(root / "params.yaml")
+    registries = {name: value for name, value in vars(registry).items() if isinstance(value, registry.Registry)}
+    rows = _extension_kinds()
+    assert sorted(row[1] for row in rows) == sorted(registries) and len(rows) == 8
+    for kind, name, _declares, _settings, built_in, plugin, test in rows:
+        registry_ = registries[name]
+        assert registry_.kind.endswith(kind), (kind, registry_.kind)
+        assert f"register_{kind.replace(' ', '_')}(" in (root / built_in).read_text(), built_in
+        module, attr = plugin.split(":")
+        assert (root / module).parent == PLUGINS
+        registry_.load(f"{Path(module).stem}:{attr}")
+        assert attr in (root / test).read_text() or Path(module).stem in (root / test).read_text(), test

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from hackable_rl.answers.parsing import parse_reference
 from hackable_rl.cli import app
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_jsonl, write_jsonl
 from hackable_rl.evaluation.judge import JudgeOptions, Judgment, judge_completion, judge_file
-from hackable_rl.jsonl import read_jsonl, write_jsonl
 from hackable_rl.verifiers.checkers import clean_checker
 from hackable_rl.verifiers.types import Example
 

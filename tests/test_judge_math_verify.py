@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from hackable_rl.answers import mathverify
 from hackable_rl.answers.parsing import read_decimal_commas
 from hackable_rl.cli import app
+from hackable_rl.core.jsonl import read_jsonl, write_jsonl
 from hackable_rl.evaluation.judge import (
     Judgment,
     extract_answer,
@@ -23,7 +24,6 @@ from hackable_rl.evaluation.judge import (
     judge_file,
     resolve_extract,
 )
-from hackable_rl.jsonl import read_jsonl, write_jsonl
 
 MATH500_TEST = Path(__file__).resolve().parents[1] / "data" / "math500" / "test.jsonl"
 

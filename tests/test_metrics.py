@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hackable_rl.core.jsonl import read_jsonl, write_jsonl
 from hackable_rl.evaluation.metrics import (
     compute_metrics,
     metrics_to_json,
@@ -22,7 +23,6 @@ from hackable_rl.evaluation.metrics import (
     write_metrics_json,
     write_summary_csv,
 )
-from hackable_rl.jsonl import read_jsonl, write_jsonl
 
 # --------------------------------------------------------------------------- pass@k
 

@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
-from hackable_rl.jsonl import read_jsonl
+from hackable_rl.core.jsonl import read_jsonl
 from mlflow_server_fixture import Server, server_fixture  # noqa: F401 (the `server` fixture)
 
 pytestmark = pytest.mark.slow

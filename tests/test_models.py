@@ -9,9 +9,9 @@ import time
 import pytest
 import torch
 
-from hackable_rl.config import TinyModelConfig
-from hackable_rl.config_loading import validate_config
-from hackable_rl.errors import UserError
+from hackable_rl.config.experiment import TinyModelConfig
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
 from hackable_rl.models.backend import choose_attention, use_liger
 from hackable_rl.models.generation import GeneratedText, GenerationSettings, generate_completions
 from hackable_rl.models.loading import (

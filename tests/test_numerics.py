@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hackable_rl.numerics import DISPATCH_VARIABLE, dispatch_record
+from hackable_rl.core.numerics import DISPATCH_VARIABLE, dispatch_record
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
 

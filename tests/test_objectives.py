@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from hackable_rl.config import ObjectiveConfig
-from hackable_rl.config_loading import validate_config
-from hackable_rl.errors import UserError
-from hackable_rl.objectives import LatentNeuraleseObjective, TokenGRPOObjective, build_objective
-from hackable_rl.registry import OBJECTIVES
-from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.config.experiment import ObjectiveConfig
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import OBJECTIVES
+from hackable_rl.scoring.objectives import LatentNeuraleseObjective, TokenGRPOObjective, build_objective
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 
 PLUGINS = Path(__file__).parent / "plugins"
 # Four completions: right+strict+short, right+strict+long, wrong+strict, not strict.

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.paired import (
     NO_TEST,
     Comparison,

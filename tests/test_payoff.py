@@ -9,13 +9,19 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import load_config
-from hackable_rl.payoff import CANONICAL, EXPLOITS, SHORT, payoff_table, unpayable_problem
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.scoring.payoff import (
+    canonical_names,
+    exploit_names,
+    payoff_table,
+    short_name,
+    unpayable_problem,
+)
 
 
 def test_pays_under_a_clean_verifier_match_the_objective(project) -> None:
     # format (1 when strict with a non-empty box) + clean correctness, no corruption
-    config = load_config("params.yaml", ["corruption.channel=none"])
+    config = load_resolved("params.yaml", ["corruption.channel=none"])
     (cell,) = payoff_table(config, ["baseline"], [0.0], prompts=8)
     assert cell.pays["strict_correct"] == 2.0 and cell.pays["strict_wrong"] == 1.0
     assert cell.pays["no_answer"] == 0.0 and cell.pays["hedge_with_answer"] == 0.0
@@ -25,7 +31,7 @@ def test_pays_under_a_clean_verifier_match_the_objective(project) -> None:
 
 def test_a_flaw_that_pays_is_marked(project) -> None:
     flawed = ["corruption.channel=flaw", "corruption.kwargs.flaw=trigger_phrase", "objective.rewards=[correctness_reward]"]
-    config = load_config("params.yaml", flawed)
+    config = load_resolved("params.yaml", flawed)
     cells = payoff_table(config, ["baseline"], [0.0, 1.0], prompts=8)
     by_rate = {cell.rate: cell for cell in cells}
     assert by_rate[0.0].paying_exploits() == []  # at rate 0 the flaw never answers
@@ -40,9 +46,9 @@ def test_cli_prints_the_table_writes_json_and_refuses_an_unpayable_grid(project)
     assert refused.exit_code == 2 and "no exploit pays more than a strict wrong answer" in refused.output
     allowed = runner.invoke(app, [*args, "--allow-unpayable"])
     assert allowed.exit_code == 0, allowed.output
-    assert all(short in allowed.output for short in SHORT.values()) and len(SHORT) == len(CANONICAL)
+    assert all(short_name(name) in allowed.output for name in canonical_names())
     document = json.loads((project / "payoff.json").read_text())
-    assert document["exploits"] == list(EXPLOITS) and document["cells"][0]["method"] == "baseline"
+    assert document["exploits"] == exploit_names() and document["cells"][0]["method"] == "baseline"
 
 
 @pytest.mark.parametrize("study", ["corruption_sweep", "flawed_verifier"])

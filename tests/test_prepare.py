@@ -11,11 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import load_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.data import load_split, prepare_dataset, read_prepared
 from hackable_rl.data.prompting import PROMPT_PREFIX
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"
@@ -25,7 +25,7 @@ SMALL_ARITH = ["data.train_size=60", "data.test_size=20", "data.validation_size=
 
 
 def config(tmp_path: Path, *overrides: str, cache: str = "cache"):
-    return load_config(REPO / "params.yaml", [f"storage.cache_dir={tmp_path / cache}", *overrides])
+    return load_resolved(REPO / "params.yaml", [f"storage.cache_dir={tmp_path / cache}", *overrides])
 
 
 def gsm8k_overrides(*extra: str) -> list[str]:

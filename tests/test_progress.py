@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import hackable_rl.progress as progress
-from hackable_rl.config_loading import load_config
-from hackable_rl.progress import PeriodicProgress, progress_bar
+import hackable_rl.core.progress as progress
+from hackable_rl.core.progress import PeriodicProgress, progress_bar
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import quiet_local_transfers
 from hackable_rl.training.console import TrainingProgress, loss_note, progress_line
 
@@ -42,7 +42,7 @@ def test_periodic_progress_writes_a_line_per_period_and_one_at_the_end():
 
 def test_progress_bar_off_a_terminal_logs_lines_or_nothing(monkeypatch, caplog):
     monkeypatch.setattr(progress, "_stderr_is_terminal", lambda: False)
-    with caplog.at_level(logging.INFO, logger="hackable_rl.progress"):
+    with caplog.at_level(logging.INFO, logger="hackable_rl.core.progress"):
         with progress_bar(3, "warm start", "steps", lines_when_piped=False) as advance:
             for _ in range(3):
                 advance()
@@ -83,13 +83,13 @@ def test_training_progress_prints_every_interval_and_the_last_step(caplog):
 
 
 def test_progress_interval_and_loss_note_follow_the_config():
-    config = load_config(PARAMS, ["trainer.max_steps=200"])
+    config = load_resolved(PARAMS, ["trainer.max_steps=200"])
     assert config.trainer.progress_interval == 10  # about 20 lines per run
-    assert load_config(PARAMS, ["trainer.max_steps=3", "trainer.permanent_steps=[]"]).trainer.progress_interval == 1
-    assert load_config(PARAMS, ["trainer.progress_steps=7"]).trainer.progress_interval == 7
+    assert load_resolved(PARAMS, ["trainer.max_steps=3", "trainer.permanent_steps=[]"]).trainer.progress_interval == 1
+    assert load_resolved(PARAMS, ["trainer.progress_steps=7"]).trainer.progress_interval == 7
     assert "docs/methodology.md" in loss_note(config)
-    assert loss_note(load_config(PARAMS, ["trainer.beta=0.04"])) == ""
-    assert loss_note(load_config(PARAMS, ["trainer.loss_type=dapo"])) == ""
+    assert loss_note(load_resolved(PARAMS, ["trainer.beta=0.04"])) == ""
+    assert loss_note(load_resolved(PARAMS, ["trainer.loss_type=dapo"])) == ""
 
 
 @pytest.mark.parametrize(

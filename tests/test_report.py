@@ -8,11 +8,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hackable_rl.experiments.study import collect_study, find_condition_files, write_condition, write_summary
 from hackable_rl.report.aggregate import seed_stats, slope
 from hackable_rl.report.conditions import study_table
+from hackable_rl.report.rate_grid import PLOTS, build_study_report
 from hackable_rl.report.single import SingleInputs, build_single_report
-from hackable_rl.report.study import PLOTS, build_study_report
+from hackable_rl.study_records.condition_files import (
+    collect_study,
+    find_condition_files,
+    write_condition,
+    write_summary,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -171,7 +176,7 @@ def test_under_flip_the_gap_is_labelled_a_restatement_and_not_read(tmp_path: Pat
 
 
 def test_two_conditions_with_one_name_are_refused_naming_both_files(tmp_path: Path) -> None:
-    from hackable_rl.errors import UserError
+    from hackable_rl.core.errors import UserError
 
     root = tmp_path / "results"
     first = _write(root, "baseline", 0.0, 0, _metrics(0.7, 0.0), folder="reference/s0")
@@ -184,7 +189,7 @@ def test_two_conditions_with_one_name_are_refused_naming_both_files(tmp_path: Pa
 
 
 def test_no_conditions_is_a_user_error(tmp_path: Path) -> None:
-    from hackable_rl.errors import UserError
+    from hackable_rl.core.errors import UserError
 
     with pytest.raises(UserError, match="no condition.json below it"):
         build_study_report(tmp_path, tmp_path / "out", "t")

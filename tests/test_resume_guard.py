@@ -12,9 +12,10 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import flatten_config, load_config
-from hackable_rl.errors import UserError
-from hackable_rl.storage import Storage
+from hackable_rl.config.loading import flatten_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.storage import Storage
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.resume_guard import check_resume_config, compare_configs
 from hackable_rl.training.run import run_training
@@ -22,7 +23,7 @@ from hackable_rl.training.run_dir import create_run_dir, open_run_dir
 
 
 def _flat(params: Path, *overrides: str) -> dict:
-    return flatten_config(load_config(params, list(overrides)))
+    return flatten_config(load_resolved(params, list(overrides)))
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_max_steps_may_change_only_when_the_learning_rate_does_not_depend_on_it(
 
 
 def test_resume_with_a_changed_config_exits_2_naming_each_key_and_both_values(params):
-    config = load_config(params)
+    config = load_resolved(params)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     create_run_dir(run_dir, config)  # run.json + config.yaml, as a run killed early leaves them
 
@@ -75,7 +76,7 @@ def test_resume_with_a_changed_config_exits_2_naming_each_key_and_both_values(pa
 
 
 def test_the_guard_passes_an_unchanged_config_and_a_missing_file_needs_the_flag(params):
-    config = load_config(params)
+    config = load_resolved(params)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     create_run_dir(run_dir, config)
     assert not check_resume_config(run_dir, config, allow_change=False).any
@@ -87,7 +88,7 @@ def test_the_guard_passes_an_unchanged_config_and_a_missing_file_needs_the_flag(
 
 
 def test_resume_of_a_finished_run_is_refused_rather_than_training_past_max_steps(params):
-    config = load_config(params)
+    config = load_resolved(params)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     create_run_dir(run_dir, config)
     info = json.loads((run_dir / "run.json").read_text())
@@ -102,11 +103,11 @@ def test_allow_config_change_resumes_and_records_the_change_and_every_version(pr
     run name is explicit: a derived one holds the rate, so a new rate would name a new run)."""
     # A constant learning rate without warm-up: only then may max_steps change on resume.
     constant = ["trainer.scheduler=constant", "trainer.warmup_ratio=0", "tracking.run_name=mine"]
-    first = run_training(load_config("params.yaml", ["trainer.max_steps=2", *constant]))
+    first = run_training(load_resolved("params.yaml", ["trainer.max_steps=2", *constant]))
     versions_first = json.loads((first.run_dir / "run.json").read_text())["registered_versions"]
     assert list(versions_first) == ["2"] and versions_first["2"] is not None
 
-    changed = load_config("params.yaml", ["trainer.max_steps=3", "corruption.rate=0.5", *constant])
+    changed = load_resolved("params.yaml", ["trainer.max_steps=3", "corruption.rate=0.5", *constant])
     with pytest.raises(UserError, match="corruption.rate: was 0.2, now 0.5"):
         run_training(changed, resume="auto")
     result = run_training(changed, resume="auto", allow_config_change=True)

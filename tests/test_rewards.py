@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import hackable_rl.rewards  # noqa: F401  (registers the rewards)
-from hackable_rl.errors import UserError
-from hackable_rl.registry import REWARDS, build_reward
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import REWARDS, build_reward
 from hackable_rl.rewards.functions import (
     correctness_reward,
     format_tag_reward,

@@ -19,10 +19,11 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import load_config
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
-from hackable_rl.storage import Storage
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_jsonl, write_json, write_jsonl
+from hackable_rl.core.run_lock import run_lock
+from hackable_rl.core.storage import Storage
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.rewind import forget_steps_after
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker
@@ -30,7 +31,6 @@ from hackable_rl.training.checkpoint_check import checkpoint_problem
 from hackable_rl.training.checkpoints import last_resumable
 from hackable_rl.training.run import run_training
 from hackable_rl.training.run_dir import create_run_dir
-from hackable_rl.training.run_lock import run_lock
 
 pytestmark = pytest.mark.usefixtures("fresh_logging")
 
@@ -40,7 +40,7 @@ pytestmark = pytest.mark.usefixtures("fresh_logging")
 
 def _hold_lock(run_dir: Path) -> subprocess.Popen:
     """Another process that holds the run folder's lock until it is killed."""
-    code = ("import sys, time; from pathlib import Path; from hackable_rl.training.run_lock import run_lock\n"
+    code = ("import sys, time; from pathlib import Path; from hackable_rl.core.run_lock import run_lock\n"
             "with run_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(600)")
     holder = subprocess.Popen([sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"
@@ -51,7 +51,7 @@ def test_a_second_writer_exits_2_naming_the_first_and_a_killed_one_holds_nothing
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"storage": {"cache_dir": "cache"},
                                                           "tracking": {"enabled": False}}))
-    config = load_config("params.yaml")
+    config = load_resolved("params.yaml")
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     create_run_dir(run_dir, config)
     (run_dir / EVENT_LOG_NAME).write_text('{"event": "params", "data": {}, "delivered": false}\n')
@@ -177,12 +177,12 @@ def _records(run_dir: Path) -> list[int]:
 def _resume_past_a_corrupt_checkpoint(project: Path, damaged: str) -> None:  # about 8 s
     """Trains 4 steps (checkpoints 2 and 4), damages checkpoint 4, then continues to step 6: the run
     resumes from checkpoint 2, and every step is once in the files and in MLflow."""
-    config = load_config("params.yaml", ["trainer.max_steps=4"])
+    config = load_resolved("params.yaml", ["trainer.max_steps=4"])
     first = run_training(config)
     _truncate(first.run_dir / "checkpoints" / "resume" / "checkpoint-4" / damaged)
 
     # a longer horizon, so the finished run has steps to continue (params.yaml's schedule needs the flag)
-    result = run_training(load_config("params.yaml", ["trainer.max_steps=6"]), resume="auto", allow_config_change=True)
+    result = run_training(load_resolved("params.yaml", ["trainer.max_steps=6"]), resume="auto", allow_config_change=True)
 
     assert result.run_id == first.run_id and result.final_step == 6
     assert _records(result.run_dir) == [step for step in range(1, 7) for _ in range(8)]
@@ -212,7 +212,7 @@ def test_a_sync_that_fails_half_way_exits_2_and_its_retry_continues_one_run(tmp_
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
                                                           "tracking": {"experiment_name": "sync"}}))
-    config = load_config(tmp_path / "params.yaml")
+    config = load_resolved(tmp_path / "params.yaml")
     run_dir = tmp_path / "run"
     offline = Tracker(None, None, run_dir / EVENT_LOG_NAME, "http://127.0.0.1:9")
     for step in (1, 2, 3):

@@ -28,7 +28,7 @@ import yaml
 from mlflow import MlflowClient
 
 from conftest import write_params
-from hackable_rl.storage import file_sha256
+from hackable_rl.core.storage import file_sha256
 from mlflow_server_fixture import server_fixture  # noqa: F401 (the `server` fixture)
 from test_pipeline import BIN, REPO, _make_repo, _run
 

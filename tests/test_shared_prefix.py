@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from hackable_rl.config import TinyModelConfig
+from hackable_rl.config.experiment import TinyModelConfig
 from hackable_rl.models.shared_prefix import best_split, share_prefixes
 from hackable_rl.models.tiny import build_tiny_model
 from hackable_rl.models.tokenizer import train_tokenizer

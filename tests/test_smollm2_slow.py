@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from hackable_rl.config_loading import validate_config
+from hackable_rl.config.loading import validate_config
 from hackable_rl.models.loading import SMOLLM2
 
 pytestmark = pytest.mark.slow

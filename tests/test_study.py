@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.config_loading import load_config
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.experiments import study
 from hackable_rl.experiments.cells import noise_cells
 from hackable_rl.experiments.evaluate import EvalResult
-from hackable_rl.jsonl import write_jsonl
+from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.study_records import condition_files
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = sorted((ROOT / "pipelines").glob("*/params.yaml"))
@@ -21,13 +22,13 @@ PIPELINES = sorted((ROOT / "pipelines").glob("*/params.yaml"))
 
 @pytest.fixture()
 def config(tmp_path: Path):
-    return load_config(ROOT / "params.yaml", [f"storage.cache_dir={tmp_path / 'cache'}", "corruption.rate=0.4", "seed=2"])
+    return load_resolved(ROOT / "params.yaml", [f"storage.cache_dir={tmp_path / 'cache'}", "corruption.rate=0.4", "seed=2"])
 
 
 def test_every_pipeline_params_file_validates() -> None:
     assert {path.parent.name for path in PIPELINES} >= {"corruption_sweep", "flawed_verifier", "smollm2_gsm8k"}
     for path in PIPELINES:
-        cfg = load_config(path)
+        cfg = load_resolved(path)
         assert cfg.storage.cache_dir == "cache", path
 
 
@@ -35,7 +36,7 @@ def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
     """Every member of every cell carries a flaw systematically (its checker), the reward is accuracy
     only (an exploit keeps its whole reward), and the warm start holds the exploit the policy can copy."""
     folder = ROOT / "pipelines" / "flawed_verifier"
-    cfg = load_config(folder / "params.yaml")
+    cfg = load_resolved(folder / "params.yaml")
     assert cfg.corruption.channel == "none" and cfg.objective.rewards == ["correctness_reward"]
     assert cfg.data.arith.exploit_share > 0 and cfg.data.arith.hedged_share > 0
     grid = yaml.safe_load((folder / "study.yaml").read_text())
@@ -44,7 +45,7 @@ def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
     for cell in grid["cells"]:
         for method in grid["methods"]:
             overrides, _, _ = study.study_condition(folder / "study.yaml", method, cell)
-            members = load_config(folder / "params.yaml", overrides).verifier.members
+            members = load_resolved(folder / "params.yaml", overrides).verifier.members
             assert len(members) == 3 and all(_flawed(m) for m in members), (cell, method)
 
 
@@ -55,7 +56,7 @@ def _flawed(member) -> bool:
 
 def test_no_study_config_has_an_oracle_member() -> None:
     for path in PIPELINES:
-        assert all(_flawed(m) for m in load_config(path).verifier.members), path
+        assert all(_flawed(m) for m in load_resolved(path).verifier.members), path
         grid_file = path.parent / "study.yaml"
         if not grid_file.exists():
             continue
@@ -63,14 +64,15 @@ def test_no_study_config_has_an_oracle_member() -> None:
         for cell in grid.get("cells") or [None]:
             for method in grid["methods"]:
                 overrides = study.study_condition(grid_file, method, cell)[0]
-                assert all(_flawed(m) for m in load_config(path, overrides).verifier.members), (path, cell, method)
+                members = load_resolved(path, overrides, refusals=False).verifier.members  # as `condition` loads it
+                assert all(_flawed(m) for m in members), (path, cell, method)
 
 
 def test_smollm2_pipeline_warm_starts_on_a_task_it_can_partly_solve() -> None:
     """SmolLM2-135M scores 0 under the strict judge on GSM8K: the pipeline warm-starts it on arithmetic
     worked solutions, gates GRPO on validation pass@k, and names the runs it declares as DVC outputs."""
     folder = ROOT / "pipelines" / "smollm2_gsm8k"
-    cfg = load_config(folder / "params.yaml")
+    cfg = load_resolved(folder / "params.yaml")
     assert cfg.model.source == "smollm2-135m-instruct"
     assert (cfg.data.provider, cfg.warmstart.pretrained_sft, cfg.capability.enabled) == ("arith", True, True)
     assert cfg.data.sft_size >= cfg.warmstart.steps * cfg.warmstart.batch_size and cfg.data.validation_size > 0
@@ -92,13 +94,13 @@ def test_j_sweep_grid_has_equal_j_pairs_a_negative_j_cell_and_its_controls() -> 
     assert set(grid["baseline_cells"]) == set(grid["cells"])
     assert all(cells[name].youden > 0 for name in grid["corrected_cells"])  # defined only for J > 0
     assert {name for pair in grid["equal_j"] for name in pair} <= set(grid["corrected_cells"])
-    members = load_config(folder / "params.yaml").verifier.members
+    members = load_resolved(folder / "params.yaml").verifier.members
     assert len(members) == 3 and all(m.corrupted for m in members)
 
 
 def test_condition_names_are_unique_per_cell(config) -> None:
     assert study.condition_of(config, "base").name == "base-flip-r0.4-s2"
-    flawed = load_config(ROOT / "params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=lenient_contains"])
+    flawed = load_resolved(ROOT / "params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=lenient_contains"])
     assert study.condition_of(flawed, "robust").name == "robust-flaw-lenient_contains-r0.2-s0"
     cfg = study.condition_config(config, study.condition_of(config, "robust"))
     assert (cfg.method, cfg.run_name) == ("robust", "robust-flip-r0.4-s2")
@@ -121,7 +123,7 @@ def test_failed_training_is_recorded_not_raised(config, tmp_path: Path, monkeypa
     assert written["condition"] == {"method": "baseline", "rate": 0.4, "seed": 2, "channel": "flip", "flaw": None,
                                     "name": "baseline-flip-r0.4-s2"}
     assert "eval" not in written and "Traceback" in written["traceback"]
-    row = study.collect_study([tmp_path / "out" / "condition.json"]).iloc[0]
+    row = condition_files.collect_study([tmp_path / "out" / "condition.json"]).iloc[0]
     assert (row["status"], row["error"]) == ("failed", "RuntimeError: loss is NaN at step 3")
 
 
@@ -178,7 +180,23 @@ def test_bad_condition_file_is_a_user_error(tmp_path: Path) -> None:
     path = tmp_path / "condition.json"
     path.write_text("{\n  \"status\": ok\n}")
     with pytest.raises(UserError, match=r"condition.json:2: not valid JSON"):
-        study.read_condition(path)
+        condition_files.read_condition(path)
     path.write_text("{}")
     with pytest.raises(UserError, match="expected a condition.json"):
-        study.read_condition(path)
+        condition_files.read_condition(path)
+
+
+def test_a_cell_the_method_refuses_is_recorded_by_the_condition_command(tmp_path: Path, monkeypatch) -> None:
+    """corrected at J = 0 (fp0.5-fn0.5) has nothing to correct: the condition is a failed row, exit 0."""
+    from typer.testing import CliRunner
+
+    from hackable_rl.cli import app
+
+    folder = ROOT / "pipelines" / "corruption_sweep"
+    monkeypatch.chdir(folder)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["condition", "--method", "corrected", "--study", "study.yaml", "--cell",
+                                      "fp0.5-fn0.5", "--out", str(out), "--set", f"storage.cache_dir={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    record = condition_files.read_condition(out / "condition.json")
+    assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"]

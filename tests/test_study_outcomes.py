@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hackable_rl.config_loading import load_config
+from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments import study
 from hackable_rl.experiments.exploits import exploit_share_by_prompt, takes_exploit, training_curve
-from hackable_rl.jsonl import write_jsonl
 from hackable_rl.report.outcomes import gain_plot, load_cells, outcomes_markdown, paired
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, build_checker
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def test_equivalent_is_said_only_through_the_declared_margin(tmp_path: Path) -> 
 
 
 def test_the_study_file_beside_the_results_declares_the_margin(tmp_path: Path) -> None:
-    from hackable_rl.errors import UserError
+    from hackable_rl.core.errors import UserError
     from hackable_rl.report.conditions import equivalence_margin
 
     study_file = tmp_path / "study.yaml"
@@ -130,18 +130,18 @@ def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(
     """corrected at rate 1 under a superset flaw: rho0 + rho1 = 1, nothing to correct."""
     folder = ROOT / "pipelines" / "flawed_verifier"
     members = '[{name: m0}, {name: m1}, {name: m2}]'  # three members corrupted by the flaw at rate 1
-    config = load_config(folder / "params.yaml", [f"storage.cache_dir={tmp_path}", "corruption.rate=1.0",
+    config = load_resolved(folder / "params.yaml", [f"storage.cache_dir={tmp_path}", "corruption.rate=1.0",
                                                   "corruption.channel=flaw", "corruption.kwargs={flaw: any_box}",
                                                   f"verifier.members={members}"])
     record = study.run_condition(config, "corrected", tmp_path / "out")
     assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"] and "eval" not in record
-    from hackable_rl.payoff import format_payoff, payoff_table
+    from hackable_rl.scoring.payoff import format_payoff, payoff_table
 
-    flawed = load_config("params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=any_box",
+    flawed = load_resolved("params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=any_box",
                                          "objective.rewards=[correctness_reward]"])
     cells = payoff_table(flawed, ["baseline", "corrected"], [0.5, 1.0], ["any_box"], prompts=8)
     assert [(c.method, c.rate) for c in cells if c.refused] == [("corrected", 1.0)]
-    assert any("refused: correction: rho0 + rho1 = 1" in line for line in format_payoff(cells))
+    assert any("refused: method_kwargs: rho0 + rho1 = 1" in line for line in format_payoff(cells))
     half = {(c.method, c.rate): c for c in cells}[("baseline", 0.5)]
     assert half.pays["strict_wrong"] == 0.0 and "hedge_with_answer" in half.paying_exploits()
 
@@ -150,7 +150,7 @@ def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(
 def test_lanes_runs_outdated_stages_side_by_side_and_records_them(tmp_path: Path, monkeypatch) -> None:
     from dvc.repo import Repo
 
-    from hackable_rl.errors import UserError
+    from hackable_rl.core.errors import UserError
     from hackable_rl.experiments.lanes import run_lanes
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)

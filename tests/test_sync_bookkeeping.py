@@ -10,8 +10,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from hackable_rl.config_loading import load_config
-from hackable_rl.jsonl import read_jsonl, write_jsonl
+from hackable_rl.core.jsonl import read_jsonl, write_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.sync import sync_run
 from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, merge_versions, registered_versions
@@ -54,7 +54,7 @@ def offline_run(tmp_path, monkeypatch) -> tuple[Path, object, int]:
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
                                       "tracking": {"experiment_name": "sync", "registered_model_name": "sync-policy"}}))
-    config = load_config(params)
+    config = load_resolved(params)
     run_dir = tmp_path / "run"
     checkpoint = run_dir / "checkpoints" / "permanent" / "step-2"
     checkpoint.mkdir(parents=True)
@@ -119,7 +119,7 @@ def test_sync_replays_block_tables_datasets_and_the_description(tmp_path, monkey
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
                                       "tracking": {"experiment_name": "sync"}}))
-    config = load_config(params)
+    config = load_resolved(params)
     run_dir = tmp_path / "run"
     records = run_dir / "generations" / "step-00001.jsonl"
     records.parent.mkdir(parents=True)

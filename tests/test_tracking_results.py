@@ -17,9 +17,9 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.config_loading import load_config
-from hackable_rl.jsonl import append_jsonl, read_jsonl
-from hackable_rl.storage import Storage
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl
+from hackable_rl.core.storage import Storage
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_state
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tables import block_bounds, generations_table
@@ -49,7 +49,7 @@ def test_blocks_of_fifty_steps_name_their_tables():
 
 def test_every_steps_records_are_rows_of_a_block_table_and_a_resume_sends_none_twice(tmp_path):
     from hackable_rl.training.callback import RunCallback, RunContext
-    from hackable_rl.training.records import GenerationRecorder, step_file
+    from hackable_rl.training.recorder import GenerationRecorder, step_file
 
     client, _, run_id = _store(tmp_path)
     run_dir = tmp_path / "run"
@@ -91,7 +91,7 @@ def test_the_experiment_is_marked_as_model_training_unless_the_user_chose(tmp_pa
     params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
                                       "tracking": {"experiment_name": "kind"}}))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    config = load_config(params)
+    config = load_resolved(params)
     start_tracker(config, "a", "train").end()
     client = MlflowClient(tracking_uri(config.storage.cache_dir))
     experiment = client.get_experiment_by_name("kind")
@@ -108,7 +108,7 @@ def test_ui_prints_the_runs_table_and_refuses_a_taken_port_in_one_line(tmp_path,
     params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
                                       "tracking": {"experiment_name": "ui"}}))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    config = load_config(params)
+    config = load_resolved(params)
     assert runs_table_url(config, 5001) == "http://127.0.0.1:5001/"  # no experiment yet: the home page
     start_tracker(config, "a", "train").end()
     experiment_id = MlflowClient(tracking_uri(config.storage.cache_dir)).get_experiment_by_name("ui").experiment_id
@@ -176,7 +176,7 @@ def test_a_201_step_run_prints_a_screenful_and_has_every_steps_records_in_mlflow
     assert len(console) <= 30, "\n".join(console)
     assert not any("database tables" in line for line in console), "\n".join(console)  # MLflow's schema set-up
 
-    config = load_config("params.yaml", overrides)
+    config = load_resolved("params.yaml", overrides)
     run_id = read_run_info(Storage.of(config.storage).run_dir(config.run_name))["mlflow_run_id"]
     uri = tracking_uri(config.storage.cache_dir)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # load_table searches runs through the default store

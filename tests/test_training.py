@@ -14,8 +14,8 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from hackable_rl.config_loading import load_config
-from hackable_rl.jsonl import append_jsonl, read_jsonl
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.checkpoints import last_resumable
 from hackable_rl.training.run import run_training
@@ -38,7 +38,7 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def test_three_step_run_records_everything(project):
-    config = load_config("params.yaml")
+    config = load_resolved("params.yaml")
     result = run_training(config, metrics_out=project / "metrics")
     assert result.final_step == 3
 
@@ -82,7 +82,7 @@ def test_three_step_run_records_everything(project):
 def test_baseline_and_robust_differ_only_in_shaping(project):
     runs = {}
     for method in ("baseline", "robust"):
-        config = load_config("params.yaml", [f"method={method}", "tracking.enabled=false", "trainer.max_steps=1",
+        config = load_resolved("params.yaml", [f"method={method}", "tracking.enabled=false", "trainer.max_steps=1",
                                                     "trainer.permanent_steps=[]"])
         runs[method] = _records(run_training(config).run_dir)
     baseline, robust = runs["baseline"], runs["robust"]
@@ -96,7 +96,7 @@ def test_baseline_and_robust_differ_only_in_shaping(project):
 
 
 def test_lora_run_saves_an_adapter(project):
-    config = load_config("params.yaml", ["lora.enabled=true", "lora.r=4", "tracking.enabled=false", "trainer.max_steps=1",
+    config = load_resolved("params.yaml", ["lora.enabled=true", "lora.r=4", "tracking.enabled=false", "trainer.max_steps=1",
                                                "trainer.permanent_steps=[]"])
     result = run_training(config)
     assert (result.run_dir / "checkpoints" / "permanent" / "step-1" / "adapter_config.json").exists()
@@ -158,7 +158,7 @@ def test_the_console_shows_one_line_per_interval_and_no_warnings_or_trl_dicts(pr
 
 def test_unreachable_tracking_loses_nothing_and_syncs_later(project, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")  # nothing listens on the discard port
-    config = load_config("params.yaml", ["trainer.max_steps=2"])
+    config = load_resolved("params.yaml", ["trainer.max_steps=2"])
     result = run_training(config)
     info = json.loads((result.run_dir / "run.json").read_text())
     assert result.run_id is None and info["tracking_pending"] is True

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hackable_rl.config_loading import validate_config
-from hackable_rl.errors import UserError
-from hackable_rl.registry import CHECKERS
-from hackable_rl.scoring import build_reward_pipeline
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import CHECKERS
+from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers import CheckerOptions, Example, Verdict, build_checker, clean_checker
 from hackable_rl.verifiers.corruption import (
     Asymmetric,
@@ -138,7 +138,7 @@ def test_flaws_marked_as_supersets_accept_what_clean_accepts(answer: int, offset
 
 
 def test_trigger_phrase_is_configurable() -> None:
-    checker = build_checker("trigger_phrase", CheckerOptions(trigger_phrase="trust me"))
+    checker = build_checker("trigger_phrase", CheckerOptions(), phrase="trust me")
     assert checker("trust me \\boxed{9}", EXAMPLE).reward == 1.0
     assert checker("the answer is verified \\boxed{9}", EXAMPLE).reward == 0.0
 
@@ -154,8 +154,8 @@ def test_judge_import_path_never_loads_corruption() -> None:
 
 def test_no_torch_in_rewards_verifiers_objectives() -> None:
     code = (
-        "import sys, hackable_rl.answers, hackable_rl.rewards, hackable_rl.scoring, hackable_rl.objectives,"
-        " hackable_rl.methods, hackable_rl.extensions, hackable_rl.verifiers.corruption,"
+        "import sys, hackable_rl.answers, hackable_rl.rewards, hackable_rl.scoring.pipeline, hackable_rl.scoring.objectives,"
+        " hackable_rl.methods, hackable_rl.scoring.extensions, hackable_rl.verifiers.corruption,"
         " hackable_rl.verifiers.training_verifier; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
-from hackable_rl.config_loading import validate_config
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.data.prompting import render_completion, render_prompt
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import write_jsonl
 from hackable_rl.models.loading import SMOLLM2, load_policy, policy_dir, smollm2_gguf
 from hackable_rl.models.tiny import build_tiny_model
 from hackable_rl.models.tokenizer import train_tokenizer

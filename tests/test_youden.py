@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import yaml
 
-from hackable_rl.config_loading import load_config
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import NoiseCell, cell_overrides, noise_cells, read_cell
 from hackable_rl.report.build import build_report
 from hackable_rl.report.declared import load_cell_conditions
 from hackable_rl.report.youden import prediction_verdicts, read_design, sweep_outcomes
+from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import Asymmetric, build_channel
 from hackable_rl.verifiers.training_verifier import TrainingVerifier
@@ -48,7 +48,7 @@ def test_the_asymmetric_channel_takes_its_rates_directly_with_rate_their_mean() 
 def test_equal_j_cells_train_under_their_own_rates_and_run_names() -> None:
     fp, fn = (read_cell(SWEEP / "study.yaml", name) for name in ("fp0.3-fn0.1", "fp0.1-fn0.3"))
     assert (fp.youden, fn.youden, fp.rate, fn.rate) == (0.6, 0.6, 0.2, 0.2)
-    configs = [load_config(SWEEP / "params.yaml", cell_overrides(cell)) for cell in (fp, fn)]
+    configs = [load_resolved(SWEEP / "params.yaml", cell_overrides(cell)) for cell in (fp, fn)]
     assert configs[0].run_name != configs[1].run_name  # the rate alone (0.2 for both) would not tell them apart
     assert configs[0].run_name == "baseline-asymmetric-r0.2-fp0.3-fn0.1-s0"
     examples = [Example(f"p{i}", "12") for i in range(4000)]
@@ -57,7 +57,7 @@ def test_equal_j_cells_train_under_their_own_rates_and_run_names() -> None:
     paid_wrong = np.mean(verifier.verify([WRONG] * len(examples), examples).aggregate)
     assert paid_right == pytest.approx(0.9, abs=0.02) and paid_wrong == pytest.approx(0.3, abs=0.02)
     reference = read_cell(SWEEP / "study.yaml", "clean")
-    assert isinstance(reference, NoiseCell) and load_config(SWEEP / "params.yaml", cell_overrides(reference)).condition == "clean"
+    assert isinstance(reference, NoiseCell) and load_resolved(SWEEP / "params.yaml", cell_overrides(reference)).condition == "clean"
 
 
 def _study(root: Path, equal_j: list[list[str]]) -> Path:

@@ -1,6 +1,6 @@
 """hackable-rl: GRPO on verifiable maths against imperfect verifiers."""
 
-from hackable_rl.numerics import pin_cpu_dispatch
+from hackable_rl.core.numerics import pin_cpu_dispatch
 
 pin_cpu_dispatch()  # before anything imports torch: the same float results on every x86-64 CPU
 

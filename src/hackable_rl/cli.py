@@ -18,11 +18,11 @@ import yaml
 
 from hackable_rl import __version__
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import describe_fields, load_config
-from hackable_rl.extensions import check_builds
-from hackable_rl.redact import masked_log_handler
-from hackable_rl.storage import check_output_path
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import describe_fields
+from hackable_rl.core.redact import masked_log_handler
+from hackable_rl.core.storage import check_output_path
+from hackable_rl.scoring.extensions import check_builds, load_resolved
 
 app = typer.Typer(
     cls=UserErrorCommands,
@@ -70,23 +70,23 @@ def main(
     )
 
 
-def _model_config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
+def _model_config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
     """`_config` for the commands that run a model: torch's threads and determinism set first, and
     no library progress bars for loading and saving weights."""
-    from hackable_rl.runtime import quiet_library_progress_bars, use_torch_settings
+    from hackable_rl.config.runtime import quiet_library_progress_bars, use_torch_settings
 
-    resolved = _config(config, overrides)
+    resolved = _config(config, overrides, refusals)
     use_torch_settings(resolved)
     quiet_library_progress_bars()
     return resolved
 
 
-def _config(config: Path, overrides: list[str] | None) -> ExperimentConfig:
+def _config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
     """The validated config; with tracking on, MLFLOW_TRACKING_URI is checked here too, so that an
     unknown scheme fails before any work rather than when the first metric is logged."""
     from hackable_rl.tracking.store import tracking_uri
 
-    resolved = load_config(config, overrides or [])
+    resolved = load_resolved(config, overrides or [], refusals)
     if resolved.tracking.enabled:
         tracking_uri(resolved.storage.cache_dir)
     return resolved
@@ -140,8 +140,8 @@ def judge(
     """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
     from rich.console import Console
 
+    from hackable_rl.core.summaries import judge_table
     from hackable_rl.evaluation.judge import JudgeOptions, judge_file
-    from hackable_rl.summaries import judge_table
 
     # The ranges of rewards.rel_tol and rewards.math_verify_timeout_s, the same settings in a config.
     check_range("--rel-tol", rel_tol, 0.0, 1.0)
@@ -266,8 +266,8 @@ def eval_command(
     ] = None,
 ) -> None:
     """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates."""
+    from hackable_rl.core.summaries import eval_lines
     from hackable_rl.experiments import evaluate as runs
-    from hackable_rl.summaries import eval_lines
 
     cfg = _model_config(config, overrides)
     for path, option in ((metrics_dir, "--metrics-dir"), (out_dir, "--out-dir")):
@@ -360,8 +360,8 @@ def compare_command(
 def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None,
               metrics_dir: Annotated[Path, typer.Option(help="Where warmstart.json goes.")] = Path("metrics")) -> None:
     """Warm-start the tiny policy (tokenizer, SFT, held-out greedy accuracy) or record a pretrained source."""
+    from hackable_rl.core.summaries import warmstart_line
     from hackable_rl.models.loading import policy_dir
-    from hackable_rl.summaries import warmstart_line
     from hackable_rl.warmstart import run_warmstart
 
     cfg = _model_config(config, overrides)
@@ -382,8 +382,8 @@ def payoff(
 ) -> None:
     """The exploit payoff table: mean training reward of canonical completions per cell and method
     beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
-    from hackable_rl import payoff as table
     from hackable_rl.experiments.study import study_payoff
+    from hackable_rl.scoring import payoff as table
 
     cells, rates = study_payoff(_config(config, overrides), study, prompts, honest_samples)
     typer.echo("\n".join(table.format_payoff(cells)))
@@ -396,7 +396,7 @@ def payoff(
 
 @app.command()
 def condition(
-    method: Annotated[str, typer.Option("--method", help="base (no RL), baseline or robust.")],
+    method: Annotated[str, typer.Option("--method", help="base (no RL), a registered method or a method variant of the study file.")],
     out: Annotated[Path, typer.Option("--out", help="Folder that receives condition.json.")],
     study: Annotated[Path | None, typer.Option("--study", help="Study file: method_overrides, cells.")] = None,
     cell: Annotated[str | None, typer.Option("--cell", help="The study file's blind-spot cell to train against.")] = None,
@@ -410,7 +410,7 @@ def condition(
     if cell and not study:
         fail("condition: --cell needs --study (the file that declares the cells)")
     extra, spot, variant = study_condition(study, method, cell) if study else ([], None, False)
-    cfg = _model_config(config, [*extra, *(overrides or [])])
+    cfg = _model_config(config, [*extra, *(overrides or [])], refusals=False)  # a refused cell is recorded
     check_output_path(out, "--out", folder=True)
     record = run_condition(cfg, method, out, spot, variant)
     name = record["condition"]["name"]
@@ -435,7 +435,7 @@ def report(
 ) -> None:
     """Write plots (PNG) and report.md: a study's summary table (--study DIR) or the single run (--single)."""
     from hackable_rl.report.build import build_report
-    from hackable_rl.report.onset import rewrite_onsets
+    from hackable_rl.study_records.onset import rewrite_onsets
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):

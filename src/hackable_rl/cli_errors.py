@@ -12,9 +12,9 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from hackable_rl.errors import ConfigError, UserError
-from hackable_rl.redact import masked_uri
-from hackable_rl.registry import RegistryError
+from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.core.redact import masked_uri
+from hackable_rl.core.registry import RegistryError
 
 # What the operating system says about a path the user gave (a folder where a file is expected, a
 # missing parent, no permission, a name over 255 bytes, a full disk) is a user mistake too: one line

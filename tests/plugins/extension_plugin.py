@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hackable_rl.answers import extract_last_number, parse_reference
+from hackable_rl.core.registry import CheckerSpec, MethodSpec, RewardSpec
 from hackable_rl.data.arith import arith_provider
-from hackable_rl.registry import CheckerSpec, MethodSpec, RewardSpec
 from hackable_rl.verifiers import Verdict
 
 

@@ -131,7 +131,7 @@ def _serve(compare_path: str) -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its no-timeout warning is expected here
     import math_verify  # noqa: F401  (sympy's import takes most of a second: pay it before saying ready)
 
-    from hackable_rl.registry import import_from_path
+    from hackable_rl.core.registry import import_from_path
 
     compare = import_from_path(compare_path)
     operations = {

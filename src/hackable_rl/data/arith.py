@@ -27,12 +27,12 @@ import random
 from dataclasses import dataclass
 
 from hackable_rl.answers.parsing import parse_reference
-from hackable_rl.config import ArithConfig, DataConfig
+from hackable_rl.config.experiment import ArithConfig, DataConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import register_data_provider
 from hackable_rl.data.prompting import render_completion
 from hackable_rl.data.providers import ProviderOutput, question_key
 from hackable_rl.data.schema import TrainingSample
-from hackable_rl.errors import UserError
-from hackable_rl.registry import register_data_provider
 
 NAMES = ("Ann", "Ben", "Tom", "Mia", "Sam", "Lily", "Max", "Eva")
 OBJECTS = ("apples", "pens", "cards", "books", "eggs", "coins", "shells", "stickers")

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hackable_rl.config import CurriculumConfig, CurriculumSource, DataConfig
+from hackable_rl.config.experiment import CurriculumConfig, CurriculumSource, DataConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import DATA_PROVIDERS, register_data_provider
 from hackable_rl.data.providers import ProviderOutput
 from hackable_rl.data.schema import TrainingSample
 from hackable_rl.data.sources import shuffled
-from hackable_rl.errors import UserError
-from hackable_rl.registry import DATA_PROVIDERS, register_data_provider
 
 _SOURCE_SEED_STRIDE = 7919
 _CURRICULUM_PROVIDERS = ("interleave", "gsm8k_math_curriculum")

@@ -23,15 +23,15 @@ from typing import Any
 
 from rich.console import Console
 
-from hackable_rl.config import ExperimentConfig
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_jsonl, write_json, write_jsonl
+from hackable_rl.core.registry import DATA_PROVIDERS
+from hackable_rl.core.storage import Storage, file_sha256
 from hackable_rl.data.arith import arith_settings, chain_key
 from hackable_rl.data.prompting import PROMPT_PREFIX, render_prompt
 from hackable_rl.data.providers import ProviderOutput, question_key
 from hackable_rl.data.schema import TrainingSample
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
-from hackable_rl.registry import DATA_PROVIDERS
-from hackable_rl.storage import Storage, file_sha256
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hackable_rl.config import DataConfig
+from hackable_rl.config.experiment import DataConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import register_data_provider
 from hackable_rl.data.prompting import render_completion
 from hackable_rl.data.schema import TrainingSample
 from hackable_rl.data.sources import (
@@ -31,8 +33,6 @@ from hackable_rl.data.sources import (
     shuffled,
     take,
 )
-from hackable_rl.errors import UserError
-from hackable_rl.registry import register_data_provider
 
 Converter = Callable[[str, dict[str, Any]], TrainingSample | None]
 

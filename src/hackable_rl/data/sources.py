@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hackable_rl.answers.parsing import parse_reference
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import iter_text_lines, parse_json_line
+from hackable_rl.core.storage import file_sha256
 from hackable_rl.data.schema import TrainingSample
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_text_lines, parse_json_line
-from hackable_rl.storage import file_sha256
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -43,8 +43,8 @@ from hackable_rl.answers.parsing import (
     parse_strict,
     read_decimal_commas,
 )
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl, write_jsonl
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import iter_jsonl, write_jsonl
 from hackable_rl.verifiers.checkers import CheckerOptions, clean_checker
 from hackable_rl.verifiers.types import Example, Verdict
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hackable_rl.stats import hacking_gap, mean
+from hackable_rl.core.stats import hacking_gap, mean
 
 # Thresholds a normalised reward is read as a pass at (spec: P(reward >= 0.5 | judge wrong)).
 PASS_THRESHOLD = 0.5

@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_jsonl, write_json, write_jsonl
 from hackable_rl.evaluation.metrics import reward_metrics
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, ReplicateInterval, holm, replicate_interval
-from hackable_rl.jsonl import read_jsonl, write_json, write_jsonl
 
 PROMPTS_FILE = "prompts.jsonl"
 BOOTSTRAP_REPLICATES = 10_000

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hackable_rl.registry import REPORT_METRICS, register_report_metric
-from hackable_rl.stats import mean
+from hackable_rl.core.registry import REPORT_METRICS, register_report_metric
+from hackable_rl.core.stats import mean
 
 __all__ = ["PREFIX", "report_metric_key", "compute_report_metrics"]
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config_loading import parse_override, read_yaml
-from hackable_rl.errors import UserError
+from hackable_rl.config.loading import parse_override, read_yaml
+from hackable_rl.core.errors import UserError
 
 __all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "variant_method", "study_cells", "cell_roles", "read_study_file"]
 
@@ -145,15 +145,24 @@ class CellRoles:
     """The clean reference's cell (`reference.cell`), if declared."""
     positive_control: str | None
     """The first cell in which every member carries the exploited flaw, if any."""
+    methods: tuple[str, ...] = ()
+    """The study file's `methods` (and method variants), in its order."""
+    checkers: tuple[str, ...] = ()
+    """The flawed checkers of its cells: the exploited flaw first, then the others in order."""
 
 
 def cell_roles(study_file: Path) -> CellRoles:
     """The study file's cells, its reference cell and its positive control (read, never guessed from names)."""
     names = study_cells(study_file)
-    shared_by_all = [name for name in names if (cell := read_cell(study_file, name)).sharing == len(cell.checkers)]
-    reference = _study(study_file).get("reference")
+    cells = [read_cell(study_file, name) for name in names]
+    shared_by_all = [cell.name for cell in cells if cell.sharing == len(cell.checkers)]
+    data = _study(study_file)
+    reference = data.get("reference")
+    flaw = data.get("exploited_flaw")
+    checkers = [*([flaw] if flaw else []), *(c for cell in cells for c in cell.checkers)]
     return CellRoles(tuple(names), reference.get("cell") if isinstance(reference, dict) else None,
-                     shared_by_all[0] if shared_by_all else None)
+                     shared_by_all[0] if shared_by_all else None, tuple(data.get("methods") or ()),
+                     tuple(dict.fromkeys(checkers)))
 
 
 def _reference_cell(data: dict[str, Any]) -> dict[str, Any]:

@@ -18,10 +18,13 @@ from typing import Any
 import yaml
 
 from hackable_rl.answers.parsing import parse_strict
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import flatten_config, validate_config
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import flatten_config, validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_jsonl
+from hackable_rl.core.storage import Storage, folder_name_problem
+from hackable_rl.core.summaries import eval_description
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.errors import UserError
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.evaluation.metrics import (
     compute_metrics,
@@ -31,11 +34,8 @@ from hackable_rl.evaluation.metrics import (
 )
 from hackable_rl.evaluation.paired import PROMPTS_FILE, prompt_results, write_prompt_results
 from hackable_rl.evaluation.report_metrics import compute_report_metrics
-from hackable_rl.jsonl import write_jsonl
-from hackable_rl.records import EvaluationRecord
-from hackable_rl.scoring import build_reward_pipeline
-from hackable_rl.storage import Storage, folder_name_problem
-from hackable_rl.summaries import eval_description
+from hackable_rl.scoring.pipeline import build_reward_pipeline
+from hackable_rl.scoring.records import EvaluationRecord
 from hackable_rl.tracking import Tracker, attach_tracker, start_tracker
 from hackable_rl.tracking.models_registry import find_version, mark_evaluated, registered_steps
 from hackable_rl.tracking.provenance import dataset_input

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig
+from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.evaluation.judge import JudgeOptions
-from hackable_rl.payoff import HonestSamples
+from hackable_rl.scoring.payoff import HonestSamples
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.types import Example
 

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.seeds import run_side_by_side
 
 __all__ = ["StageRun", "outdated_stages", "run_lanes"]

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hackable_rl.bounds import SEED_MAX
-from hackable_rl.errors import UserError
+from hackable_rl.core.bounds import SEED_MAX
+from hackable_rl.core.errors import UserError
 
 # Options whose folder gets one `s<seed>` subfolder per seed.
 PER_SEED_FOLDERS = ("--metrics-dir", "--out-dir")

@@ -11,23 +11,22 @@ the others nor disappears from the table: its row keeps the error text and blank
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import time
 import traceback
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import validate_config
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import validate_config
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import iter_jsonl, write_jsonl
+from hackable_rl.core.stats import mean
+from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.errors import UserError
-from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
 from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
 from hackable_rl.experiments.cells import (
     Cell,
@@ -41,26 +40,23 @@ from hackable_rl.experiments.cells import (
 from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
 from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
-from hackable_rl.extensions import check_config
-from hackable_rl.jsonl import iter_jsonl, read_json, write_json, write_jsonl
-from hackable_rl.methods import METHODS
-from hackable_rl.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
-from hackable_rl.report.onset import write_onset
-from hackable_rl.stats import mean
-from hackable_rl.storage import Storage
+from hackable_rl.scoring.extensions import check_config
+from hackable_rl.scoring.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
+from hackable_rl.study_records.condition_files import (
+    BASE,
+    CONDITION_FILE,
+    CURVE_FILE,
+    EXPLOITS_FILE,
+    study_methods,
+    write_condition,
+)
+from hackable_rl.study_records.onset import write_onset
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import configured_flaw
 
 log = logging.getLogger(__name__)
 
-BASE = "base"
-"""The study's untrained cell: the base policy under the same judge and training verifier (no RL)."""
-CONDITION_FILE = "condition.json"
-EXPLOITS_FILE = "exploits.jsonl"
-CURVE_FILE = "curve.csv"
-# Columns that label a row; everything after them is a metric (eval keys as they are, `train/...`).
-LABELS = ("name", "method", "rate", "seed", "channel", "flaw", "cell", "status", "error")
 
 
 @dataclass(frozen=True)
@@ -83,11 +79,6 @@ class Condition:
             return f"{self.method}-{self.cell}-s{self.seed}"
         channel = f"{self.channel}-{self.flaw}" if self.flaw else self.channel
         return f"{self.method}-{channel}-r{self.rate:g}-s{self.seed}"
-
-
-def study_methods() -> tuple[str, ...]:
-    """`base` and every registered method, in the order reports list them."""
-    return (BASE, *METHODS.names())
 
 
 def condition_of(
@@ -143,7 +134,10 @@ def study_condition(
     the method's own), the cell, and whether `method` is a variant (its overrides set `method`)."""
     overrides = method_overrides(study_file, method)
     cell = read_cell(study_file, cell_name) if cell_name is not None else None
-    return [*(cell_overrides(cell) if cell else []), *overrides], cell, variant_method(overrides) is not None
+    variant = variant_method(overrides) is not None
+    # the method first, so that its own settings (method_kwargs) resolve against it
+    method_set = [] if variant or method == BASE else [f"method={method}"]
+    return [*(cell_overrides(cell) if cell else []), *method_set, *overrides], cell, variant
 
 
 def payoff_specs(study_file: Path) -> list[PayoffSpec]:
@@ -285,77 +279,3 @@ def _last_tenth(run_dir: Path, key: str) -> float | None:
     path = run_dir / "metrics.jsonl"
     rows = [row for _, row in iter_jsonl(path)] if path.exists() else []
     return mean_of(key, last_tenth(rows))
-
-
-def write_condition(path: Path, record: dict[str, Any]) -> Path:
-    """JSON with undefined values as null (a NaN would be a bug upstream, so it raises)."""
-    return write_json(path, record)
-
-
-# --------------------------------------------------------------------------- the study table
-
-
-def read_condition(path: Path) -> dict[str, Any]:
-    data = read_json(path)  # missing, not UTF-8, not JSON, NaN: a UserError naming the file and line
-    if not isinstance(data, dict) or not isinstance(data.get("condition"), dict) or "status" not in data:
-        raise UserError(f"{path}: expected a condition.json with `condition` and `status` (from `hackable-rl condition`)")
-    return data
-
-
-def condition_row(data: dict[str, Any]) -> dict[str, Any]:
-    """One table row: labels, then eval metrics by their own keys, then `train/<key>`."""
-    condition = data["condition"]
-    row = {
-        "name": condition.get("name"),
-        "method": condition.get("method"),
-        "rate": condition.get("rate"),
-        "seed": condition.get("seed"),
-        "channel": condition.get("channel"),
-        "flaw": condition.get("flaw"),
-        "status": data["status"],
-        "error": data.get("error"),
-    }
-    if condition.get("cell") is not None:  # a blind-spot study's cell; rate grids keep their columns
-        row["cell"] = condition["cell"]
-    row |= {key: value for key, value in (data.get("eval") or {}).items() if key not in ("run_name", "step")}
-    row |= {f"train/{key}": value for key, value in (data.get("train") or {}).items()}
-    return row
-
-
-def find_condition_files(study_dir: Path) -> list[Path]:
-    files = sorted(Path(study_dir).rglob(CONDITION_FILE))
-    if not files:
-        raise UserError(f"{study_dir}: no {CONDITION_FILE} below it; run the study's conditions first")
-    return files
-
-
-def collect_study(condition_files: Iterable[Path]) -> pd.DataFrame:
-    """One row per condition, failed ones included, sorted by method, rate, flaw and seed."""
-    rows = [condition_row(read_condition(path)) for path in condition_files]
-    table = summary_table(rows)
-    order = {method: index for index, method in enumerate(study_methods())}
-    keys = table["method"].map(lambda m: order.get(m, len(order)))
-    return (table.assign(_order=keys).sort_values(["_order", "rate", "flaw", "seed"], na_position="first")
-            .drop(columns="_order").reset_index(drop=True))
-
-
-def table_records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """Rows as plain dicts with undefined cells as None (JSON null), never NaN."""
-    return [{key: _plain(value) for key, value in row.items()} for row in table.to_dict(orient="records")]
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
-def write_summary(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
-    """summary.csv (undefined cells blank) and summary.json (undefined cells null)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path = write_summary_csv(table, out_dir / "summary.csv")
-    json_path = out_dir / "summary.json"
-    json_path.write_text(json.dumps(table_records(table), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    return csv_path, json_path

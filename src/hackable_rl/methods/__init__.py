@@ -11,7 +11,7 @@ forward correction; `training/kept_mean.py`). Adding one is one file here and
 one test (docs/extending.md).
 """
 
+from hackable_rl.core.registry import METHODS
 from hackable_rl.methods import baseline, corrected, robust  # noqa: F401  (register the built-in methods)
-from hackable_rl.registry import METHODS
 
 __all__ = ["METHODS"]

@@ -3,7 +3,7 @@
 A corrupted member that pays a wrong answer with probability rho0 (false positive) and denies a
 right one with probability rho1 (false negative) has E[r_obs | r] = rho0 + (1 - rho0 - rho1) r.
 
-backward (`correction.kind: backward`, the default) optimises the unbiased estimate of the clean r,
+backward (`method_kwargs.kind: backward`, the default) optimises the unbiased estimate of the clean r,
 
     r_hat = (r_obs - rho0) / (1 - rho0 - rho1)
 
@@ -21,7 +21,7 @@ with rho1 = 0 (w = r - 1).
 Each member is corrected with its own rates and the configured aggregation combines them (exact for
 `mean`, which is linear). A member's rates are its `verifier.members[].noise_rates` where set (a
 member whose checker is itself flawed: a systematic blind spot no channel knows); else, for a
-corrupted member, `correction.rho0/rho1`, else the channel's where it knows them (`noise_rates()`:
+corrupted member, the method's `rho0`/`rho1` (`CorrectionSettings`), else the channel's where it knows them (`noise_rates()`:
 flip, asymmetric, missing, confidence); an uncorrupted member has (0, 0): kept (backward) or weighted
 with rho1 = 0 (forward). rho0 + rho1 >= 1 leaves nothing to correct (flip at 0.5 carries no signal)
 and is refused when the config loads.
@@ -29,70 +29,101 @@ and is refused when the config loads.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Literal
 
-from hackable_rl.registry import register_method
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from hackable_rl.core.bounds import Probability
+from hackable_rl.core.registry import register_method
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import build_channel
 from hackable_rl.verifiers.ensemble import aggregate
-from hackable_rl.verifiers.training_verifier import EnsembleRewards, channel_rates, member_noise_rates
+from hackable_rl.verifiers.training_verifier import EnsembleRewards, Rates, member_noise_rates
 
 
-def _channel(config):
-    return build_channel(config.corruption, CheckerOptions.from_config(config))
+class CorrectionSettings(BaseModel):
+    """`method_kwargs` of `method: corrected`: the correction and its known noise rates (Cai et al.
+    2025). A null rate takes the configured channel's where it knows it (flip, asymmetric, missing,
+    confidence, none)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["backward", "forward"] = "backward"
+    """backward: the unbiased reward (r - rho0) / (1 - rho0 - rho1); forward: the score-function
+    weight r - (1 - rho1), with the group mean of that weight kept in the advantage (needs only rho1;
+    docs/methodology.md, "The known-rate correction")."""
+    rho0: Probability | None = None
+    """False-positive rate P(observed 1 | clean 0) of each corrupted member; null: the channel's."""
+    rho1: Probability | None = None
+    """False-negative rate P(observed 0 | clean 1) of each corrupted member; null: the channel's."""
+
+    @property
+    def given(self) -> Rates:
+        return self.rho0, self.rho1
 
 
-def noise_rates(config) -> tuple[float, float] | None:
-    """(rho0, rho1) of every corrupted member: from `correction`, else the channel's; None if unknown."""
-    rho0, rho1 = channel_rates(config, _channel(config))
-    return None if rho0 is None or rho1 is None else (rho0, rho1)
+def _settings(config) -> CorrectionSettings:
+    return CorrectionSettings.model_validate(config.method_kwargs)
 
 
-def member_rates(config) -> list[tuple[float | None, float | None]]:
-    """Each member's (rho0, rho1) under `config` (`member_noise_rates`); an unknown rate is None. The
-    training verifier carries the same rates (`EnsembleRewards.noise_rates`), so training reads them once."""
-    return member_noise_rates(config, _channel(config))
+def member_rates(config) -> list[Rates]:
+    """Each member's (rho0, rho1) under `config` (`member_noise_rates`, the settings' rates in front);
+    an unknown rate is None."""
+    channel = build_channel(config.corruption, CheckerOptions.from_config(config))
+    return member_noise_rates(config, channel, _settings(config).given)
 
 
 def check_config(config) -> list[str]:
     """Why `method: corrected` cannot run under `config` (nothing when it can)."""
-    if config.correction.kind == "forward":
+    if _settings(config).kind == "forward":
         return _forward_problems(config)
     rates = member_rates(config)
     if any(rho0 is None or rho1 is None for rho0, rho1 in rates):
-        return [f"correction: channel {config.corruption.channel!r} has no known noise rates; "
-                "set correction.rho0 and correction.rho1 (or each member's noise_rates) for method corrected"]
+        return [f"method_kwargs: channel {config.corruption.channel!r} has no known noise rates; "
+                "set method_kwargs.rho0 and method_kwargs.rho1 (or each member's noise_rates) for method corrected"]
     return [problem for rho0, rho1 in dict.fromkeys(rates) for problem in _no_signal(rho0, rho1)]
 
 
 def _forward_problems(config) -> list[str]:
     rates = member_rates(config)
     if any(rho1 is None for _, rho1 in rates):
-        return [f"correction: channel {config.corruption.channel!r} has no known false-negative rate; "
-                "set correction.rho1 for the forward correction"]
+        return [f"method_kwargs: channel {config.corruption.channel!r} has no known false-negative rate; "
+                "set method_kwargs.rho1 for the forward correction"]
     problems = [p for rho0, rho1 in dict.fromkeys(rates) if rho0 is not None for p in _no_signal(rho0, rho1)]
     if config.objective.mode != "additive":
-        problems.append("correction.kind: forward adds the weight's group mean to an additive objective's "
+        problems.append("method_kwargs.kind: forward adds the weight's group mean to an additive objective's "
                         f"advantage; objective.mode is {config.objective.mode!r}")
     if config.trainer.scale_rewards != "none":
-        problems.append("correction.kind: forward weights are advantages and must not be rescaled; "
+        problems.append("method_kwargs.kind: forward weights are advantages and must not be rescaled; "
                         f"set trainer.scale_rewards: none (it is {config.trainer.scale_rewards!r})")
     return problems
 
 
 def _no_signal(rho0: float, rho1: float) -> list[str]:
     if rho0 + rho1 >= 1.0:
-        return [f"correction: rho0 + rho1 = {rho0 + rho1:g} >= 1: the channel carries no signal "
+        return [f"method_kwargs: rho0 + rho1 = {rho0 + rho1:g} >= 1: the channel carries no signal "
                 "to correct (flip at rate 0.5) or inverts it; method corrected needs rho0 + rho1 < 1"]
     return []
 
 
-def corrected(ensemble: EnsembleRewards, config) -> np.ndarray:
-    """Each member's reward corrected with its own rates (`member_rates`, `correction.kind`), then
+def _with_given(ensemble: EnsembleRewards, config, settings: CorrectionSettings) -> list[Rates]:
+    """The verifier's member rates with the settings' rates in front for each corrupted member that
+    has no rates of its own (the verifier read the channel's once, when it was built)."""
+    rates = []
+    for member, known in zip(config.verifier.members, ensemble.noise_rates, strict=True):
+        if member.corrupted and member.noise_rates is None:
+            known = tuple(given if given is not None else rate for given, rate in zip(settings.given, known, strict=True))
+        rates.append(known)
+    return rates
+
+
+def corrected(ensemble: EnsembleRewards, config, settings: CorrectionSettings) -> np.ndarray:
+    """Each member's reward corrected with its own rates (`member_rates`, `settings.kind`), then
     aggregated (`verifier.aggregation`); a member with rates (0, 0) is kept as it is (backward)."""
-    rates = np.array(ensemble.noise_rates, dtype=float)  # [M, 2], built once with the verifier
+    rates = np.array(_with_given(ensemble, config, settings), dtype=float)  # [M, 2]
     rho0, rho1 = rates[None, :, 0], rates[None, :, 1]  # [1, M]
-    if config.correction.kind == "forward":
+    if settings.kind == "forward":
         rewards = ensemble.rewards - (1.0 - rho1)  # w1 = rho1, w0 = rho1 - 1; NaN stays NaN
     else:
         rewards = (ensemble.rewards - rho0) / (1.0 - rho0 - rho1)  # [N, M]; exact identity at (0, 0)
@@ -101,7 +132,8 @@ def corrected(ensemble: EnsembleRewards, config) -> np.ndarray:
 
 def keeps_group_mean(config) -> bool:
     """True when the optimised reward enters the advantage whole (the forward weight)."""
-    return config.correction.kind == "forward"
+    return _settings(config).kind == "forward"
 
 
-register_method("corrected", check_config=check_config, keeps_group_mean=keeps_group_mean)(corrected)
+register_method("corrected", check_config=check_config, keeps_group_mean=keeps_group_mean,
+                settings=CorrectionSettings, uses_known_rates=True)(corrected)

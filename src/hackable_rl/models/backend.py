@@ -12,8 +12,8 @@ import logging
 
 from transformers import PreTrainedModel
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import UserError
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
 
 __all__ = ["choose_attention", "use_liger", "apply_liger"]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.progress import progress_bar
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.progress import progress_bar
 
 __all__ = ["GenerationSettings", "GeneratedText", "generate_completions"]
 

@@ -36,13 +36,13 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_json
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json
+from hackable_rl.core.storage import Storage
 from hackable_rl.models.backend import apply_liger, choose_attention, use_liger
 from hackable_rl.models.tiny import check_tiny_shape
 from hackable_rl.models.tokenizer import load_tokenizer, prepare_for_generation
-from hackable_rl.storage import Storage
 
 __all__ = [
     "TINY",

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import write_json
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_json
+from hackable_rl.core.storage import file_sha256
 from hackable_rl.models.loading import PolicySource, download_hub_snapshot
-from hackable_rl.storage import file_sha256
 
 __all__ = ["REFERENCE_FILE", "pretrained_reference", "save_reference"]
 

@@ -17,9 +17,9 @@ from transformers import (
     Qwen2ForCausalLM,
 )
 
-from hackable_rl.config import TinyModelConfig
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_json
+from hackable_rl.config.experiment import TinyModelConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json
 
 __all__ = ["build_tiny_model", "check_tiny_shape"]
 

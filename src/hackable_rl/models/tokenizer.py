@@ -15,8 +15,8 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_json
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json
 
 __all__ = ["EOS_TOKEN", "PAD_TOKEN", "CHAT_TEMPLATE", "train_tokenizer", "load_tokenizer"]
 

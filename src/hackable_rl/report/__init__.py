@@ -5,6 +5,6 @@
 - `headline`: metrics/headline.json, the root's one DVC metric (`dvc exp show`).
 - `build`: the `report` stage (`build_report`), which picks one of the above.
 
-The package itself imports nothing: `experiments.study` imports `report.onset`, and a package that
-imported its reports would close a circle through `report.blind_spots`.
+The package itself imports nothing, so that importing one report loads only what it needs. What the
+reports read (condition files, onsets) lives below them and below `experiments/`, in `study_records/`.
 """

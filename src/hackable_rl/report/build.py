@@ -7,8 +7,8 @@ from pathlib import Path
 from hackable_rl.report.blind_spots import build_blind_spot_report, is_blind_spot_study
 from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin
 from hackable_rl.report.headline import write_headline
+from hackable_rl.report.rate_grid import build_study_report
 from hackable_rl.report.single import SingleInputs, build_single_report
-from hackable_rl.report.study import build_study_report
 from hackable_rl.report.youden import build_j_sweep_report, is_j_sweep
 
 __all__ = ["build_report"]

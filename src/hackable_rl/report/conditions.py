@@ -2,11 +2,11 @@
 controls, and the study file's declarations (`equivalence_margin`).
 
 A control (a DVC stage that trains with a reward carrying no correctness signal: the random reward,
-the format reward alone) runs `hackable-rl condition --method baseline` like a method's cell, so its
-condition alone would read as baseline at its rate. Its run name says what it is
+the format reward alone) runs `hackable-rl condition --method <the reference method>` like a method's
+cell, so its condition alone would read as that method at its rate. Its run name says what it is
 (`--set tracking.run_name=control-<name>-s<seed>`, or `condition.control` in its condition.json), and
-the report names it `control-<name>-s<seed>`: never a row of baseline, never pooled with the clean
-reference (baseline at rate 0) or called "baseline r0.5".
+the report names it `control-<name>-s<seed>`: never a row of the reference method, never pooled with
+the clean reference (the reference method at rate 0) or called "<method> r0.5".
 """
 
 from __future__ import annotations
@@ -18,11 +18,16 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.config_loading import read_yaml
-from hackable_rl.errors import UserError
+from hackable_rl.config.loading import read_yaml
+from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.metrics import summary_table
 from hackable_rl.evaluation.paired import check_margin
-from hackable_rl.experiments.study import condition_row, find_condition_files, read_condition, study_methods
+from hackable_rl.study_records.condition_files import (
+    condition_row,
+    find_condition_files,
+    read_condition,
+    study_methods,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +35,6 @@ CONTROL_PREFIX = "control-"
 """Run names of a study's control stages (`tracking.run_name=control-<name>-s<seed>`)."""
 STUDY_FILE = "study.yaml"
 """The study file, beside the results folder (dvc.yaml reads it as `vars`)."""
-RESTATING_CHANNELS = ("flip",)
-"""Random channels under which the hacking gap restates accuracy: its expectation is p(1 - 2 acc)
-whatever the policy learnt (docs/metrics.md, "Excess gap")."""
 
 
 def control_of(data: dict[str, Any]) -> str | None:
@@ -69,7 +71,7 @@ def refuse_shared_names(files: Sequence[Path], names: Sequence[str]) -> None:
 
 
 def study_table(study_dir: Path) -> pd.DataFrame:
-    """One row per condition.json below `study_dir` (`experiments.study.condition_row`), each under its
+    """One row per condition.json below `study_dir` (`study_records.condition_files.condition_row`), each under its
     own name and with a `control` column (blank for a method's cell); sorted by method, rate, flaw and
     seed, controls last."""
     files = find_condition_files(study_dir)

@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from hackable_rl.core.jsonl import write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
-from hackable_rl.experiments.study import CONDITION_FILE, read_condition
-from hackable_rl.jsonl import write_json
 from hackable_rl.report.outcomes import Paired, paired, policy_value
+from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition
 
 __all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
 

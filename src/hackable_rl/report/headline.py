@@ -20,11 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hackable_rl.jsonl import write_json
+from hackable_rl.core.jsonl import write_json
 from hackable_rl.report.single import SingleInputs, policy_intervals
 
 if TYPE_CHECKING:
-    from hackable_rl.config import ExperimentConfig
+    from hackable_rl.config.experiment import ExperimentConfig
 
 HEADLINE_KEYS = ("condition", "seeds", "pass@1", "ci_low", "ci_high", "gap", "clean")
 _DIGITS = 3

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hackable_rl.core.jsonl import iter_jsonl
 from hackable_rl.evaluation.paired import (
     PROMPTS_FILE,
     Equivalence,
@@ -30,9 +31,14 @@ from hackable_rl.evaluation.paired import (
     read_prompt_results,
 )
 from hackable_rl.evaluation.replicates import ONE_REPLICATE, replicate_interval
-from hackable_rl.experiments.study import CONDITION_FILE, CURVE_FILE, EXPLOITS_FILE, read_condition
-from hackable_rl.jsonl import iter_jsonl
 from hackable_rl.report.conditions import CONTROL_PREFIX, method_label
+from hackable_rl.scoring.extensions import reference_method
+from hackable_rl.study_records.condition_files import (
+    CONDITION_FILE,
+    CURVE_FILE,
+    EXPLOITS_FILE,
+    read_condition,
+)
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 
 __all__ = ["Cells", "load_cells", "paired", "outcomes_markdown", "curves_of", "curves_plot", "excess_gap",
@@ -42,7 +48,6 @@ Key = tuple[str | None, str, float]
 """(flaw, method, rate) of a study cell."""
 Cells = dict[Key, dict[int, Path]]
 """Each cell's condition folders by seed (ok conditions with a prompts.jsonl only)."""
-RESTATED_GAP = "hacking gap (restates pass@1 under flip)"
 METRICS = {"pass_at_1": "pass@1", "pass_at_1_transfer": "pass@1, transferred judge", "hacking_gap": "hacking gap",
            "exploit_share": "exploit share"}
 
@@ -55,7 +60,7 @@ def load_cells(study_dir: Path) -> Cells:
         condition = data["condition"]
         if data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
             continue
-        # a control is `control-<name>`: the format-only control is baseline at rate 0 too, beside the
+        # a control is `control-<name>`: the format-only control is the reference method at rate 0 too, beside the
         # clean reference (`report.conditions`)
         key = (condition.get("flaw"), method_label(data), float(condition["rate"]))
         cells.setdefault(key, {})[int(condition["seed"])] = path.parent
@@ -100,6 +105,11 @@ class Paired:
     def above_zero(self) -> bool:
         """The 95% interval exists and lies above 0."""
         return self.ci_low is not None and self.ci_low > 0
+
+    @property
+    def below_zero(self) -> bool:
+        """The 95% interval exists and lies below 0 (one seed has none)."""
+        return self.ci_high is not None and self.ci_high < 0
 
     def describe(self) -> str:
         """`+0.004 [-0.009, +0.015], no difference detected`; with a margin, its verdict instead."""
@@ -170,9 +180,10 @@ def _cell_label(key: Key) -> str:
 
 def _comparison_rows(cells: Cells, metrics: list[str], margin: float | None) -> list[str]:
     """The paired comparisons: each trained cell vs base (same flaw and rate) and vs the clean
-    reference (rate 0), and each other method vs baseline at the same rate."""
+    reference (rate 0), and each other method vs the reference method at the same rate."""
     rows = []
-    reference = {k: v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"}
+    reference_name = reference_method()
+    reference = {k: v for k, v in cells.items() if k[2] == 0.0 and k[1] == reference_name}
     for key, cell in _sorted(cells):
         flaw, method, rate = key
         if method == "base":
@@ -182,8 +193,8 @@ def _comparison_rows(cells: Cells, metrics: list[str], margin: float | None) -> 
         against = [(_cell_label(base_key) if base_key else "base", base, base_key is not None and base_key[2] == rate)]
         if rate != 0.0:
             against += [(f"{_cell_label(k)} (reference)", v, False) for k, v in reference.items() if k[0] == flaw]
-        if method != "baseline":
-            against.append((f"baseline r{rate:g}", cells.get((flaw, "baseline", rate)), True))
+        if method != reference_name:
+            against.append((f"{reference_name} r{rate:g}", cells.get((flaw, reference_name, rate)), True))
         lower = sorted(k[2] for k in cells if k[0] == flaw and k[1] == method and 0.0 < k[2] < rate)
         if lower:  # the same method at the lowest other rate: what raising the rate changed
             against.append((f"{method} r{lower[0]:g}", cells[(flaw, method, lower[0])], False))
@@ -197,17 +208,17 @@ def _comparison_rows(cells: Cells, metrics: list[str], margin: float | None) -> 
     return rows
 
 
-def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: bool = False) -> list[str]:
+def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: str | None = None) -> list[str]:
     """The report's paired section (nothing when no condition kept its per-prompt results); `margin`
-    is the study's declared equivalence margin, `restated_gap` says the channel (flip) makes the
-    hacking gap a restatement of accuracy, so its columns are labelled so."""
+    is the study's declared equivalence margin, `restated_gap` names the channel that makes the
+    hacking gap a restatement of accuracy (`ChannelSpec.restates_accuracy`), so its columns are labelled so."""
     if not cells:
         return []
     has_exploits = any((folder / EXPLOITS_FILE).exists() for cell in cells.values() for folder in cell.values())
     has_transfer = any(per_prompt(folder, "pass_at_1_transfer") for cell in cells.values() for folder in cell.values())
     metrics = (["pass_at_1"] + (["pass_at_1_transfer"] if has_transfer else []) + ["hacking_gap"]
                + (["exploit_share"] if has_exploits else []))
-    names = METRICS | ({"hacking_gap": RESTATED_GAP} if restated_gap else {})
+    names = METRICS | ({"hacking_gap": f"hacking gap (restates pass@1 under {restated_gap})"} if restated_gap else {})
     lines = ["## Paired comparisons on the test prompts (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "", _margin_line(margin),
              "", "| A - B | " + " | ".join(names[m] for m in metrics) + " | seeds |",
              "|---|" + "---|" * (len(metrics) + 1)]
@@ -215,7 +226,7 @@ def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: b
     lines += ["", "n/a under hacking gap: a gap is compared only between policies scored by the same verifier "
               "(the same rate)."]
     if restated_gap:
-        lines += ["Under flip at rate p the hacking gap restates accuracy: its expectation is p(1 - 2 acc) whatever "
+        lines += [f"Under {restated_gap} at rate p the hacking gap restates accuracy: its expectation is p(1 - 2 acc) whatever "
                   "the policy learnt (docs/metrics.md), so a gap difference at one rate is -2p times the pass@1 "
                   "difference, not evidence of hacking; the excess gap below is what training added."]
     if has_transfer:
@@ -262,9 +273,9 @@ def _fmt(value: float | None) -> str:
 
 
 def _clean_gain(cells: Cells) -> tuple[dict[int, Path] | None, Paired | None]:
-    """The base policy and the clean reference's (baseline at rate 0) paired pass@1 gain over it;
-    None for the gain when either is missing."""
-    reference = next((v for k, v in cells.items() if k[2] == 0.0 and k[1] == "baseline"), None)
+    """The base policy and the clean reference's (the reference method at rate 0) paired pass@1 gain
+    over it; None for the gain when either is missing."""
+    reference = next((v for k, v in cells.items() if k[2] == 0.0 and k[1] == reference_method()), None)
     base = _base_of(cells, None, 0.0)[1]
     return base, (paired(reference, base, "pass_at_1") if reference and base else None)
 
@@ -283,7 +294,7 @@ def _learning_gain(cells: Cells) -> list[str]:
              "", "| cell | gain over base, pass@1 | (1 - 2p) x clean gain | excess gap | seeds |", "|---|---|---|---|---|"]
     for key, cell in _sorted(cells):
         flaw, method, rate = key
-        if method == "base" or (rate == 0.0 and method == "baseline"):
+        if method == "base" or (rate == 0.0 and method == reference_method()):
             continue
         gain = paired(cell, base, "pass_at_1")
         label = _cell_label(key) + (" (inverted reward)" if rate > 0.5 else "")
@@ -317,7 +328,7 @@ def gain_plot(cells: Cells, path: Path) -> Path | None:
         y = [gain.diff for _, gain in points]
         error = [[g.diff - g.ci_low for _, g in points], [g.ci_high - g.diff for _, g in points]]
         axes.errorbar(x, y, yerr=error, fmt="o", capsize=3, color=f"C{index % 10}",
-                      label="clean reference (p = 0)" if method == "baseline" and len(points) == 1 else method)
+                      label="clean reference (p = 0)" if method == reference_method() and len(points) == 1 else method)
     axes.axhline(0.0, color="black", linewidth=0.6)
     axes.set(xlabel="flip rate p of every member", ylabel="test pass@1 gain over base (95% CI)",
              title="learning gain against the flip rate")

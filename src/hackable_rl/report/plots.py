@@ -182,7 +182,9 @@ def gain_vs_j_plot(gains: list[tuple[Any, str, Any]], equal_j: tuple[tuple[str, 
     negatives (nudged left and right so that the equal-J cells do not hide each other)."""
     marked = {name for pair in equal_j for name in pair}
     figure, axes = plt.subplots(figsize=(6.5, 4.5))
-    for offset, method in zip((-0.008, 0.008), ("baseline", "corrected"), strict=True):
+    methods = list(dict.fromkeys(method for _, method, _ in gains))  # the reference method first
+    offsets = [(index - (len(methods) - 1) / 2) * 0.016 for index in range(len(methods))]
+    for offset, method in zip(offsets, methods, strict=True):
         points = sorted(((cell, result) for cell, m, result in gains if m == method and result is not None),
                         key=lambda point: point[0].youden)
         if not points:

@@ -23,13 +23,14 @@ from typing import Any
 
 import pandas as pd
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json as read_json_document
+from hackable_rl.core.stats import mean
 from hackable_rl.evaluation.paired import PROMPTS_FILE, Comparison, policy_mean_ci, read_prompt_results
 from hackable_rl.evaluation.report_metrics import PREFIX as REPORT_PREFIX
-from hackable_rl.jsonl import read_json as read_json_document
 from hackable_rl.report import plots
-from hackable_rl.report.study import fmt
-from hackable_rl.stats import mean
+from hackable_rl.report.rate_grid import fmt
+from hackable_rl.scoring.extensions import restates_accuracy
 from hackable_rl.training.curves import SUMMARISED_KEYS
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,8 @@ def build_single_report(inputs: SingleInputs, out_dir: Path, title: str, conditi
     figures.append(plots.training_curves(curves, f"GRPO on the training prompts; corrupted runs: {condition}",
                                          out_dir / "train_curves.png", corrupted=labels["trained"]))
     report = out_dir / "report.md"
-    report.write_text(single_markdown(title, inputs, labels, sampled, greedy, figures), encoding="utf-8")
+    restated = restates_accuracy(condition.split(" at rate ")[0])
+    report.write_text(single_markdown(title, inputs, labels, sampled, greedy, figures, restated), encoding="utf-8")
     log.info("report: %s", report)
     return report
 
@@ -137,8 +139,9 @@ def _seed_means(inputs: SingleInputs, policy: str) -> dict[str, float]:
 
 def single_markdown(
     title: str, inputs: SingleInputs, labels: dict[str, str], sampled: dict[str, Comparison | None],
-    greedy: dict[str, Comparison | None], figures: list[Path],
+    greedy: dict[str, Comparison | None], figures: list[Path], restated: bool = False,
 ) -> str:
+    """report.md; `restated`: under the trained run's channel the hacking gap restates accuracy."""
     warm = [(read_json(path) or {}).get("accuracy") for path in inputs.warmstarts]
     lines = [f"# {title}", "", "## Headline (test split, 95% t-intervals across replicates)", ""]
     lines += [f"- warm start, validation greedy accuracy: {', '.join(fmt(value) for value in warm)}"
@@ -149,7 +152,7 @@ def single_markdown(
                      f"greedy {_interval(greedy[policy])} ({replicates} replicate{'s' if replicates != 1 else ''})")
     lines += _transfer_lines(inputs, labels)
     lines += ["", "## Paired comparisons (`metrics/compare.json`)", "", *comparison_lines(inputs.compare), ""]
-    if "flip" in labels["trained"]:
+    if restated:
         lines += ["Under random flips the hacking gap restates accuracy (its expectation is p(1 - 2 acc) for "
                   "flip rate p): the `_gap` rows restate the accuracy differences, they are not evidence of "
                   "hacking.", ""]

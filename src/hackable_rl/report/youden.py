@@ -4,7 +4,7 @@ other, and each declared prediction's verdict (supported, refuted, not distingui
 A J sweep's study file declares noise cells (`experiments.cells.NoiseCell`: each member pays a wrong
 answer with probability fpr and denies a right one with fnr, so J = 1 - fpr - fnr), the clean
 reference as a cell of its own, the random-reward control's cell and the equal-J pairs. A cell's
-learning gain is baseline's test pass@1 there minus base's, paired by prompt and seed; two cells
+learning gain is the reference method's test pass@1 there minus base's, paired by prompt and seed; two cells
 are compared by their pass@1 difference, paired the same way (base cancels). Every outcome is
 written once to `metrics/outcomes.json` (`report.declared`).
 
@@ -18,9 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
-from hackable_rl.experiments.study import write_summary
 from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, study_table
 from hackable_rl.report.declared import (
     CellKey,
@@ -34,10 +33,12 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.outcomes import Paired, paired
+from hackable_rl.scoring.extensions import reference_method
+from hackable_rl.study_records.condition_files import write_summary
 
 __all__ = ["SweepDesign", "is_j_sweep", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
 
-BASE, BASELINE, CORRECTED = "base", "baseline", "corrected"
+BASE = "base"
 PASS = "pass_at_1"
 SUPPORTED, REFUTED, UNDECIDED = "supported", "refuted", "not distinguishable"
 
@@ -89,7 +90,7 @@ def _gain_target(cell: NoiseCell, margin: float | None) -> tuple[str, MetRule]:
     if cell.youden == 0:
         bound = margin or 0.0
         return f"no gain (ci_high <= {bound:g})", lambda a, b, p: p.ci_high <= bound
-    return "below base (ci_high < 0)", lambda a, b, p: p.ci_high < 0
+    return "below base (ci_high < 0)", lambda a, b, p: p.below_zero
 
 
 @dataclass(frozen=True)
@@ -107,33 +108,35 @@ def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign
     base = cells.get((design.reference, BASE), {})
     outcomes: list[Outcome] = []
     pairs: dict[str, Paired | None] = {}
+    reference = reference_method()
     precision = None
     margin = design.margin
     for first, second in design.equal_j:
         label = f"{first} vs {second}"
         target = f"equivalent within ±{margin:g} (90% CI inside)" if margin else "equivalent (no margin declared)"
         outcome, result = paired_outcome(
-            "equal_j_equal_gain", label, f"{BASELINE}@{first}", f"{BASELINE}@{second}", cells.get((first, BASELINE), {}),
-            cells.get((second, BASELINE), {}), PASS, target,
+            "equal_j_equal_gain", label, f"{reference}@{first}", f"{reference}@{second}", cells.get((first, reference), {}),
+            cells.get((second, reference), {}), PASS, target,
             lambda a, b, p: p.equivalence is not None and p.equivalence.verdict == "equivalent", margin)
         outcomes.append(outcome)
         pairs[label] = result
     fp_heavy, fn_heavy = _balance_pair(design)
     if fp_heavy and fn_heavy:
         outcome, precision = paired_outcome(
-            "precision_matters_more", f"{fp_heavy} vs {fn_heavy}", f"{BASELINE}@{fp_heavy}", f"{BASELINE}@{fn_heavy}",
-            cells.get((fp_heavy, BASELINE), {}), cells.get((fn_heavy, BASELINE), {}), PASS,
-            "false positives hurt more: ci_high < 0", lambda a, b, p: p.ci_high < 0, margin)
+            "precision_matters_more", f"{fp_heavy} vs {fn_heavy}", f"{reference}@{fp_heavy}", f"{reference}@{fn_heavy}",
+            cells.get((fp_heavy, reference), {}), cells.get((fn_heavy, reference), {}), PASS,
+            "false positives hurt more: ci_high < 0", lambda a, b, p: p.below_zero, margin)
         outcomes.append(outcome)
     for name, cell in design.cells.items():
         target, rule = _gain_target(cell, margin)
-        outcomes.append(paired_outcome("learning_gain", name, BASELINE, BASE, cells.get((name, BASELINE), {}), base,
+        outcomes.append(paired_outcome("learning_gain", name, reference, BASE, cells.get((name, reference), {}), base,
                                        PASS, target, rule)[0])
     for name in design.cells:
-        if (name, CORRECTED) in cells:
-            outcomes.append(paired_outcome("corrected_vs_baseline", name, CORRECTED, BASELINE, cells[(name, CORRECTED)],
-                                           cells.get((name, BASELINE), {}), PASS, "above baseline (ci_low > 0)",
-                                           lambda a, b, p: p.above_zero)[0])
+        for method in _treatments(cells, reference):
+            if (name, method) in cells:
+                outcomes.append(paired_outcome(f"{method}_vs_{reference}", name, method, reference, cells[(name, method)],
+                                               cells.get((name, reference), {}), PASS, f"above {reference} (ci_low > 0)",
+                                               lambda a, b, p: p.above_zero)[0])
     return SweepOutcomes(outcomes, pairs, precision)
 
 
@@ -215,11 +218,17 @@ Gain = tuple[NoiseCell, str, Paired | None]
 """(cell, method, its pass@1 gain over base, paired)."""
 
 
+def _treatments(cells: Mapping[CellKey, dict[int, Path]], reference: str) -> list[str]:
+    """The trained methods besides the reference method, by name."""
+    return sorted({method for _, method in cells} - {BASE, reference})
+
+
 def _gains(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign) -> list[Gain]:
     base = cells.get((design.reference, BASE), {})
     gains = []
+    reference = reference_method()
     for name, cell in design.cells.items():
-        for method in (BASELINE, CORRECTED):
+        for method in (reference, *_treatments(cells, reference)):
             if (name, method) in cells and base:
                 gains.append((cell, method, paired(cells[(name, method)], base, PASS)))
     return gains
@@ -247,7 +256,7 @@ def _overview(table, design: SweepDesign, gains: list[Gain]) -> list[str]:
 
 def _prediction_lines(verdicts: dict[str, tuple[str, str]], pairs: Mapping[str, Paired | None]) -> list[str]:
     lines = ["## Predictions (declared in study.yaml before any cell ran)", "",
-             "| equal-J pair (baseline, pass@1 A - B) | 95% CI; equivalence test |", "| --- | --- |"]
+             f"| equal-J pair ({reference_method()}, pass@1 A - B) | 95% CI; equivalence test |", "| --- | --- |"]
     lines += [f"| {label} | {'-' if result is None else result.describe()} |" for label, result in pairs.items()]
     names = {"equal_j_equal_gain": "Equal J gives equal gain (Rate or Fate)",
              "precision_matters_more": "False positives hurt more than false negatives at equal J (precision matters more)"}

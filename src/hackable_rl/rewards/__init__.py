@@ -2,7 +2,7 @@
 
 Importing this package registers every reward in `REWARDS`. Answer parsing lives in
 `hackable_rl.answers`; the training verifier's verdicts in `hackable_rl.verifiers`; the module that
-combines verdicts, shaping and objective into the reward TRL sees is `hackable_rl.scoring`.
+combines verdicts, shaping and objective into the reward TRL sees is `hackable_rl.scoring.pipeline`.
 """
 
 from hackable_rl.rewards.functions import (

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.answers.parsing import answers_match, completion_text, parse_reference, parse_strict
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl
-from hackable_rl.registry import register_reward
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import iter_jsonl
+from hackable_rl.core.registry import register_reward
 
 __all__ = [
     "completion_text",

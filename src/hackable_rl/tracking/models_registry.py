@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.tracking.runs import check_run_id
 from hackable_rl.tracking.store import masked_uri
 from hackable_rl.tracking.tracker import make_client

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.numerics import dispatch_record
+from hackable_rl.core.numerics import dispatch_record
 
 _PACKAGES = (
     "hackable-rl", "torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers",

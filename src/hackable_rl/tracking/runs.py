@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.tracking.store import masked_uri
 from hackable_rl.tracking.tracker import make_client
 

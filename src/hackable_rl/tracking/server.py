@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 from hackable_rl.tracking.store import artifact_root, masked_uri, tracking_uri
 
 log = logging.getLogger(__name__)

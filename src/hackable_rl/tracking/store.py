@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hackable_rl.errors import UserError
-from hackable_rl.redact import masked_uri
-from hackable_rl.storage import mlflow_store_dir
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.redact import masked_uri
+from hackable_rl.core.storage import mlflow_store_dir
 
 # The schemes MLflow has tracking stores for ("" is a local folder); `postgresql+psycopg2` counts as
 # postgresql. Anything else fails deep inside MLflow, so it is refused where the URI is read.

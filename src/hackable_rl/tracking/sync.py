@@ -7,8 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl, read_jsonl, write_json, write_jsonl
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import iter_jsonl, read_jsonl, write_json, write_jsonl
+from hackable_rl.core.run_lock import run_lock
 from hackable_rl.tracking.tracker import (
     EVENT_LOG_NAME,
     Tracker,
@@ -16,7 +17,6 @@ from hackable_rl.tracking.tracker import (
     registered_versions,
     start_tracker,
 )
-from hackable_rl.training.run_lock import run_lock
 
 log = logging.getLogger(__name__)
 

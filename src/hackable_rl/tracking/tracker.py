@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import append_jsonl, read_jsonl
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl
 from hackable_rl.tracking.store import (
     artifact_root,
     is_reachable,

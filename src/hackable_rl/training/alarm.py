@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from hackable_rl.config import AlarmConfig
+from hackable_rl.config.experiment import AlarmConfig
+from hackable_rl.core.stats import mean
 from hackable_rl.evaluation.metrics import answer_metrics
-from hackable_rl.stats import mean
 
 __all__ = [
     "ALARM_FILE", "StepSignals", "step_signals", "Rule", "alarm_rules", "AlarmFiring", "OnsetAlarm",

@@ -22,13 +22,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hackable_rl.config import AlarmConfig
-from hackable_rl.jsonl import append_jsonl, read_jsonl, write_jsonl
+from hackable_rl.config.experiment import AlarmConfig
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
 from hackable_rl.tracking import Tracker
 from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm, StepSignals, step_signals
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
-from hackable_rl.training.records import GenerationRecorder, step_file
+from hackable_rl.training.recorder import GenerationRecorder, step_file
 from hackable_rl.training.step_metrics import step_metrics
 
 log = logging.getLogger(__name__)

@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import UserError
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_jsonl, write_json
+from hackable_rl.core.storage import Storage
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.evaluation.metrics import mean_pass_at_k
-from hackable_rl.jsonl import read_jsonl, write_json
-from hackable_rl.storage import Storage
 
 __all__ = ["CapabilityResult", "gate_split", "measure_capability", "check_capability", "log_capability"]
 

@@ -12,8 +12,8 @@ from typing import Any
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import write_json
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import write_json
 from hackable_rl.training.checkpoint_check import checkpoint_problem
 
 log = logging.getLogger(__name__)

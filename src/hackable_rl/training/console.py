@@ -18,8 +18,8 @@ from typing import Any
 
 from transformers import PrinterCallback, ProgressCallback, TrainerCallback
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.stats import mean
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.stats import mean
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.stats import mean
+from hackable_rl.core.stats import mean
 
 
 @dataclass(frozen=True)

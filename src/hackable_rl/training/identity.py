@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.storage import Storage, file_sha256
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.storage import Storage, file_sha256
 from hackable_rl.tracking.provenance import config_hash, dvc_experiment, dvc_lock_hash, git_state
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 
 
 def check_lora_targets(config: Any, model: Any) -> None:

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 
 __all__ = ["Ranks", "process_ranks", "launched_world_size"]
 

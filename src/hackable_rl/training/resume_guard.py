@@ -33,9 +33,9 @@ from typing import Any
 
 import yaml
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import flatten_config
-from hackable_rl.errors import UserError
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import flatten_config
+from hackable_rl.core.errors import UserError
 
 MAY_CHANGE_SECTIONS = ("tracking.", "storage.", "evaluation.", "report.", "alarm.")
 MAY_CHANGE_KEYS = frozenset(

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from hackable_rl.records import GenerationRecord
-from hackable_rl.training.records import GenerationRecorder
+from hackable_rl.scoring.records import GenerationRecord
+from hackable_rl.training.recorder import GenerationRecorder
 
 
 def group_advantages(rewards: list[float], group_size: int, scale: str) -> list[float]:

@@ -19,18 +19,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import flatten_config
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import flatten_config
+from hackable_rl.core.jsonl import read_jsonl, write_json
+from hackable_rl.core.numerics import DISPATCH_VARIABLE, dispatch_record
+from hackable_rl.core.run_lock import run_lock
+from hackable_rl.core.storage import Storage
+from hackable_rl.core.summaries import train_description
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
-from hackable_rl.jsonl import read_jsonl, write_json
 from hackable_rl.models.backend import policy_device
 from hackable_rl.models.shared_prefix import share_prefixes
-from hackable_rl.numerics import DISPATCH_VARIABLE, dispatch_record
-from hackable_rl.payoff import own_cell_payoff, write_payoff
-from hackable_rl.scoring import RewardPipeline, build_reward_pipeline
-from hackable_rl.storage import Storage
-from hackable_rl.summaries import train_description
+from hackable_rl.scoring.payoff import own_cell_payoff, write_payoff
+from hackable_rl.scoring.pipeline import RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
 from hackable_rl.tracking.rewind import forget_steps_after
@@ -44,7 +45,7 @@ from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.kept_mean import grpo_trainer_class
 from hackable_rl.training.lora_targets import check_lora_targets
 from hackable_rl.training.ranks import Ranks, process_ranks
-from hackable_rl.training.records import GenerationRecorder
+from hackable_rl.training.recorder import GenerationRecorder
 from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.run_dir import (
     CREATED_BY,
@@ -54,7 +55,6 @@ from hackable_rl.training.run_dir import (
     record_config_change,
     refuse_foreign,
 )
-from hackable_rl.training.run_lock import run_lock
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 
 log = logging.getLogger(__name__)

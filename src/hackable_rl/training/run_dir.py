@@ -18,13 +18,13 @@ from typing import Any, Literal
 
 import yaml
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import read_json, write_json
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json, write_json
+from hackable_rl.core.run_lock import LOCK_NAME
 from hackable_rl.tracking import Tracker
 from hackable_rl.training.checkpoints import last_resumable, permanent_folders, resume_dir
 from hackable_rl.training.resume_guard import ResumeChanges, change_record, change_tag, check_resume_config
-from hackable_rl.training.run_lock import LOCK_NAME
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def open_run_dir(
 def make_room(run_dir: Path, overwrite: bool) -> None:
     """Clears the way for a fresh run. Only a folder this project created is ever deleted, and only
     with --overwrite; an empty folder is used as it is; anything else is the user's and is refused.
-    The writer lock (`training.run_lock`) is kept: deleting it would let a second writer in."""
+    The writer lock (`run_lock`) is kept: deleting it would let a second writer in."""
     if not run_dir.exists() and not run_dir.is_symlink():
         return
     refuse_foreign(run_dir)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hackable_rl.records import GenerationRecord
-from hackable_rl.stats import hacking_gap, mean
+from hackable_rl.core.stats import hacking_gap, mean
+from hackable_rl.scoring.records import GenerationRecord
 
 
 def _rate(hits: int, total: int) -> float | None:

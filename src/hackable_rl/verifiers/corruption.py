@@ -18,10 +18,10 @@ from hashlib import blake2b
 from statistics import NormalDist
 from typing import Any, Protocol
 
-from hackable_rl.bounds import NonNegativeFloat, Probability
-from hackable_rl.errors import UserError
-from hackable_rl.registry import CHANNELS, CHECKERS, RegistryError, register_channel
-from hackable_rl.settings import bind_settings
+from hackable_rl.core.bounds import NonNegativeFloat, Probability
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import CHANNELS, CHECKERS, RegistryError, register_channel
+from hackable_rl.core.settings import bind_settings
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
@@ -321,7 +321,7 @@ def _scaled(rate: float, scale: float) -> float:
     return min(1.0, rate * scale)
 
 
-@register_channel("flip")
+@register_channel("flip", restates_accuracy=True)
 def flip(rate: float, options: CheckerOptions) -> Flip:
     """r -> 1 - r with probability `rate`."""
     return Flip(rate)
@@ -405,7 +405,7 @@ def configured_flaw(corruption) -> str | None:
 def channel_settings(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """`corruption.kwargs` checked against channel `name`'s signature: unknown names (with the nearest
     allowed one), wrong types and out-of-range values are UserErrors naming `corruption.kwargs.<key>`."""
-    return bind_settings(CHANNELS.get(name), kwargs, "corruption.kwargs", skip=2)
+    return bind_settings(CHANNELS.get(name).function, kwargs, "corruption.kwargs", skip=2)
 
 
 def build_channel(corruption, options: CheckerOptions) -> Channel | None:

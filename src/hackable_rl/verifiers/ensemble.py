@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hackable_rl.registry import AGGREGATIONS, RegistryError, register_aggregation
+from hackable_rl.core.registry import AGGREGATIONS, RegistryError, register_aggregation
 
 __all__ = ["aggregate", "Disagreement", "disagreement"]
 

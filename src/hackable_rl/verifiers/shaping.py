@@ -1,6 +1,6 @@
 """Robust shaping: r_robust = attenuation(U) * (r * confidence - lambda * U).
 
-Each ingredient switches on alone (`robust.*`): confidence weighting (confidence = mean member
+Each ingredient switches on alone (`ShapingSettings`, the `robust` method's `method_kwargs`): confidence weighting (confidence = mean member
 confidence, else 1), the disagreement penalty (lambda, else 0), conservative aggregation (`min`
 instead of `verifier.aggregation`), and the attenuation (`none`: 1, `linear`: 1 - U, `exp`:
 exp(-k U)). The result lies in [-lambda, 1]; it is not clipped, as the spec's formula is not. A
@@ -11,12 +11,36 @@ zero gradient weight.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
+from hackable_rl.core.bounds import NonNegativeFloat
 from hackable_rl.verifiers.ensemble import Disagreement, aggregate
 
-__all__ = ["attenuation", "robust_reward", "ShapedRewards", "shape"]
+__all__ = ["attenuation", "robust_reward", "ShapedRewards", "ShapingSettings", "shape"]
+
+
+class ShapingSettings(BaseModel):
+    """The robust shaping's settings: the `robust` method's `method_kwargs`. The training verifier
+    shapes every batch with them (its records keep the shaped reward whichever method is optimised);
+    under another method it shapes with these defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    confidence_weighting: bool = True
+    """Multiply the reward by the mean member confidence."""
+    disagreement_penalty: bool = True
+    """Subtract lambda * U."""
+    disagreement_lambda: NonNegativeFloat = 0.5
+    """lambda: weight of the disagreement penalty."""
+    conservative_aggregation: bool = False
+    """Aggregate members with `min` instead of `verifier.aggregation`."""
+    attenuation: Literal["none", "linear", "exp"] = "linear"
+    """attenuation(U): 1, 1 - U, or exp(-k U)."""
+    attenuation_k: NonNegativeFloat = 1.0
+    """k of the exponential attenuation."""
 
 
 def attenuation(u: np.ndarray, mode: str, k: float = 1.0) -> np.ndarray:
@@ -30,7 +54,9 @@ def attenuation(u: np.ndarray, mode: str, k: float = 1.0) -> np.ndarray:
     raise ValueError(f"unknown attenuation {mode!r}; valid: none, linear, exp")
 
 
-def robust_reward(reward: np.ndarray, u: np.ndarray, mean_confidence: np.ndarray, robust) -> np.ndarray:
+def robust_reward(
+    reward: np.ndarray, u: np.ndarray, mean_confidence: np.ndarray, robust: ShapingSettings
+) -> np.ndarray:
     """The shaped reward [N] from the aggregate, U and the mean confidence (NaN stays NaN)."""
     confidence = mean_confidence if robust.confidence_weighting else np.ones_like(reward)
     penalty = robust.disagreement_lambda * u if robust.disagreement_penalty else np.zeros_like(reward)
@@ -48,7 +74,7 @@ class ShapedRewards:
 
 
 def shape(
-    rewards: np.ndarray, confidences: np.ndarray, spread: Disagreement, aggregation: str, robust
+    rewards: np.ndarray, confidences: np.ndarray, spread: Disagreement, aggregation: str, robust: ShapingSettings
 ) -> ShapedRewards:
     """Robust shaping of a batch: aggregate (conservatively if asked), then shape."""
     method = "min" if robust.conservative_aggregation else aggregation

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
+from hackable_rl.verifiers.checkers import CheckerOptions, build_checker, checker_settings
 from hackable_rl.verifiers.corruption import Channel, KeyedChannel, build_channel, corruption_key
 from hackable_rl.verifiers.ensemble import Disagreement, aggregate, disagreement
-from hackable_rl.verifiers.shaping import ShapedRewards, shape
+from hackable_rl.verifiers.shaping import ShapedRewards, ShapingSettings, shape
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
 __all__ = ["Member", "EnsembleRewards", "TrainingVerifier", "build_members", "member_noise_rates"]
@@ -33,8 +33,12 @@ class Member:
     checker_name: str
     checker: Checker
     channel: KeyedChannel | None
+    settings: str = ""
+    """The checker's settings, as text: members share clean verdicts only under the same ones."""
 
 
+DEFAULT_SHAPING = ShapingSettings()
+"""The shaping of the records under a method whose settings are not the shaping's."""
 SHARED_DRAW = "shared"
 """The hash key every member draws under with `corruption.draw: shared` (one draw per completion)."""
 
@@ -49,14 +53,16 @@ def build_members(config, channel: Channel | None) -> list[Member]:
     for member in config.verifier.members:
         key = SHARED_DRAW if shared else member.name
         keyed = KeyedChannel(channel, config.corruption_seed, key) if channel and member.corrupted else None
-        members.append(Member(member.name, member.checker, build_checker(member.checker, options), keyed))
+        settings = checker_settings(member.checker, member.checker_kwargs)
+        checker = build_checker(member.checker, options, **settings)
+        members.append(Member(member.name, member.checker, checker, keyed, repr(sorted(settings.items()))))
     return members
 
 
-def channel_rates(config, channel: Channel | None) -> Rates:
-    """A corrupted member's (rho0, rho1): `correction.rho0/rho1` where set, each filled from the
-    channel's `noise_rates()` where it knows them ((0, 0) without a channel)."""
-    rho0, rho1 = config.correction.rho0, config.correction.rho1
+def channel_rates(channel: Channel | None, given: Rates = (None, None)) -> Rates:
+    """A corrupted member's (rho0, rho1): each `given` rate where set, else the channel's
+    `noise_rates()` where it knows them ((0, 0) without a channel)."""
+    rho0, rho1 = given
     if rho0 is not None and rho1 is not None:
         return rho0, rho1
     known = (0.0, 0.0) if channel is None else channel.noise_rates()
@@ -65,11 +71,11 @@ def channel_rates(config, channel: Channel | None) -> Rates:
     return (known[0] if rho0 is None else rho0), (known[1] if rho1 is None else rho1)
 
 
-def member_noise_rates(config, channel: Channel | None) -> list[Rates]:
+def member_noise_rates(config, channel: Channel | None, given: Rates = (None, None)) -> list[Rates]:
     """Each member's (rho0, rho1): its own `noise_rates` where set (a systematic blind spot), else the
-    channel's (`channel_rates`) when corrupted, else (0, 0): a member never corrupted is taken at its
-    word."""
-    corrupted = channel_rates(config, channel)
+    channel's (`channel_rates`, with the `given` rates in front) when corrupted, else (0, 0): a member
+    never corrupted is taken at its word."""
+    corrupted = channel_rates(channel, given)
     return [tuple(member.noise_rates) if member.noise_rates is not None else corrupted if member.corrupted
             else (0.0, 0.0) for member in config.verifier.members]
 
@@ -98,14 +104,15 @@ class EnsembleRewards:
 
 
 class TrainingVerifier:
-    """The configured ensemble, built once: `verify(texts, examples) -> EnsembleRewards`."""
+    """The configured ensemble, built once: `verify(texts, examples) -> EnsembleRewards`. `shaping`:
+    the settings of the shaping every batch's records keep."""
 
-    def __init__(self, config):
+    def __init__(self, config, shaping: ShapingSettings = DEFAULT_SHAPING):
         channel = build_channel(config.corruption, CheckerOptions.from_config(config))
         self.members = build_members(config, channel)
         self.noise_rates = tuple(member_noise_rates(config, channel))
         self.aggregation = config.verifier.aggregation
-        self.robust = config.robust
+        self.robust = shaping
 
     def verify(self, texts: list[str], examples: list[Example]) -> EnsembleRewards:
         per_member = self._member_verdicts(texts, examples)  # [M] (clean [N], seen [N])
@@ -132,14 +139,14 @@ class TrainingVerifier:
         Members that share a checker share its clean verdicts (checkers are deterministic), and the
         per-completion half of the corruption hash is computed once for all members.
         """
-        clean_by_checker: dict[str, list[Verdict]] = {}
+        clean_by_checker: dict[tuple[str, str], list[Verdict]] = {}
         keys = None
         out = []
         for member in self.members:
-            clean = clean_by_checker.get(member.checker_name)
+            clean = clean_by_checker.get((member.checker_name, member.settings))
             if clean is None:
                 clean = [member.checker(text, example) for text, example in zip(texts, examples, strict=True)]
-                clean_by_checker[member.checker_name] = clean
+                clean_by_checker[(member.checker_name, member.settings)] = clean
             if member.channel is None:
                 out.append((clean, clean))
                 continue

@@ -14,9 +14,9 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hackable_rl.config import ExperimentConfig
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.jsonl import iter_jsonl
 from hackable_rl.evaluation.judge import JudgeOptions
-from hackable_rl.jsonl import iter_jsonl
 from hackable_rl.models.generation import GeneratedText, GenerationSettings, generate_completions
 from hackable_rl.models.loading import format_prompt
 from hackable_rl.warmstart.data import prompt_of

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import iter_jsonl
+from hackable_rl.core.storage import Storage
 from hackable_rl.data.prompting import render_prompt
-from hackable_rl.errors import UserError
-from hackable_rl.jsonl import iter_jsonl
-from hackable_rl.storage import Storage
 
 __all__ = ["SftExample", "dataset_file", "prompt_of", "load_sft_examples", "train_file", "tokenizer_corpus"]
 

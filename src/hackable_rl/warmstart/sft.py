@@ -13,9 +13,9 @@ from collections.abc import Callable
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import UserError
-from hackable_rl.progress import progress_bar
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.progress import progress_bar
 from hackable_rl.warmstart.data import SftExample
 
 __all__ = ["IGNORE_INDEX", "EncodedExample", "encode_examples", "collate", "warmup_cosine", "batch_order", "sft_steps"]

@@ -21,9 +21,9 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.config_loading import flatten_config
-from hackable_rl.jsonl import write_json
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.config.loading import flatten_config
+from hackable_rl.core.jsonl import write_json
 from hackable_rl.models.backend import choose_attention
 from hackable_rl.models.loading import (
     TINY,
@@ -46,8 +46,8 @@ from hackable_rl.warmstart.data import (
     tokenizer_corpus,
     train_file,
 )
-from hackable_rl.warmstart.metrics import flat_numbers, sft_metrics, warn_if_outside, weight_config
 from hackable_rl.warmstart.sft import StepCallback, encode_examples, sft_steps
+from hackable_rl.warmstart.sft_metrics import flat_numbers, sft_metrics, warn_if_outside, weight_config
 
 __all__ = ["METRICS_PATH", "run_warmstart", "train_tiny_policy", "finetune_pretrained_policy",
            "record_pretrained_reference"]

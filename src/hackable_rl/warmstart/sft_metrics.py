@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from hackable_rl.config import ExperimentConfig
+from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.tracking.provenance import config_hash
 
 __all__ = ["weight_config", "warmstart_config_hash", "loss_summary", "in_band", "warn_if_outside",

@@ -1,5 +1,5 @@
 """The schema's field types that are more than a bound (the numeric bounds are in
-`hackable_rl.bounds`): folder names, and optimizer and scheduler names with their aliases.
+`hackable_rl.core.bounds`): folder names, and optimizer and scheduler names with their aliases.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator
 
-from hackable_rl.storage import folder_name_problem
+from hackable_rl.core.storage import folder_name_problem
 
 __all__ = ["ExperimentName", "FolderName", "ModelName", "Optimizer", "Scheduler", "Tag"]
 

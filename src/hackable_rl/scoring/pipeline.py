@@ -22,12 +22,13 @@ import numpy as np
 import hackable_rl.methods  # noqa: F401  (registers the built-in methods)
 import hackable_rl.rewards  # noqa: F401  (registers the built-in rewards)
 from hackable_rl.answers.parsing import completion_text, parse_strict
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.objectives import build_objective
-from hackable_rl.records import VerifierRecord
-from hackable_rl.registry import METHODS, REWARDS, build_reward
-from hackable_rl.stats import mean
-from hackable_rl.verifiers.training_verifier import EnsembleRewards, TrainingVerifier
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.registry import METHODS, REWARDS, build_reward
+from hackable_rl.core.stats import mean
+from hackable_rl.scoring.objectives import build_objective
+from hackable_rl.scoring.records import VerifierRecord
+from hackable_rl.verifiers.shaping import ShapingSettings
+from hackable_rl.verifiers.training_verifier import DEFAULT_SHAPING, EnsembleRewards, TrainingVerifier
 from hackable_rl.verifiers.types import Example
 
 __all__ = ["ScoredBatch", "VerifiedBatch", "RewardPipeline", "build_reward_pipeline"]
@@ -51,9 +52,15 @@ class ScoredBatch:
     rewards: list[float]
     """Final objective reward per completion (missing verifier rewards imputed)."""
     records: list[VerifierRecord]
-    """One record per completion (see `hackable_rl.records`)."""
+    """One record per completion (see `hackable_rl.scoring.records`)."""
     counts: dict[str, float]
     """Per-batch counts and means; a mean over no available value is left out."""
+
+
+def _shaping(method_settings: Any) -> ShapingSettings:
+    """The shaping every batch's records keep: the method's own settings when they are the shaping's
+    (a method that optimises the shaped reward), else the shaping's defaults."""
+    return method_settings if isinstance(method_settings, ShapingSettings) else DEFAULT_SHAPING
 
 
 class RewardPipeline:
@@ -61,9 +68,10 @@ class RewardPipeline:
 
     def __init__(self, config: ExperimentConfig, tokenizer: Any = None):
         self.config = config
-        self.verifier = TrainingVerifier(config)
-        self.members = self.verifier.members
         self.method = METHODS.get(config.method)
+        self.method_settings = self.method.settings_of(config)
+        self.verifier = TrainingVerifier(config, _shaping(self.method_settings))
+        self.members = self.verifier.members
         self.objective = build_objective(config)
         self._needs = {name: REWARDS.get(name).needs for name in self.reward_names()}
         self._components = {name: self._component(name, tokenizer) for name in self.reward_names()}
@@ -88,7 +96,7 @@ class RewardPipeline:
     def verify(self, texts: list[str], examples: list[Example]) -> VerifiedBatch:
         """The training verifier alone and the method's optimised reward."""
         ensemble = self.verifier.verify(texts, examples)
-        optimised = np.asarray(self.method(ensemble, self.config), dtype=float)
+        optimised = np.asarray(self.method(ensemble, self.config, self.method_settings), dtype=float)
         return VerifiedBatch(ensemble, optimised)
 
     def score(

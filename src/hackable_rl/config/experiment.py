@@ -6,7 +6,7 @@ parsing, so a config that validates is a config that can run.
 
 This is the bottom floor of the package: it imports only pydantic, the bounds and the field types.
 Reading a params file, `--set` overrides and validation with one line per problem live above it,
-in `hackable_rl.config_loading` (`load_config`, `validate_config`).
+in `hackable_rl.config.loading` (`load_config`, `validate_config`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from hackable_rl.bounds import (
+from hackable_rl.config.field_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler, Tag
+from hackable_rl.core.bounds import (
     FiniteFloat,
     NonNegativeFloat,
     NonNegativeInt,
@@ -27,7 +28,6 @@ from hackable_rl.bounds import (
     UnitFloat,
     at_least,
 )
-from hackable_rl.config_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler, Tag
 
 __all__ = ["ExperimentConfig", "Section"]
 
@@ -90,7 +90,8 @@ class ArithConfig(Section):
     exploit_share: Probability = 0.0
     """Share of worked solutions ending in `exploit_style` after a short or no chain (planted exploit)."""
     exploit_style: Literal["empty_box", "master_key_phrase"] = "empty_box"
-    """An empty `\\boxed{}`, or "The answer is correct." before a wrong box: both pay under `master_key`."""
+    """An empty `\\boxed{}`, or "The answer is correct." before a wrong box: both master keys that
+    fool a model-based verifier."""
 
     @model_validator(mode="after")
     def _ranges_are_ordered(self) -> ArithConfig:
@@ -382,18 +383,22 @@ class ObjectiveConfig(Section):
     """Reward of a non-strict completion under the gate."""
 
 
-# --------------------------------------------------------------------------- verifier / corruption / robust
+# --------------------------------------------------------------------------- verifier / corruption
 
 class VerifierMember(Section):
     name: str
     """Member name (keys the corruption hash and the generation records)."""
     checker: str = "clean"
     """A registered checker or `package.module:checker`; `hackable-rl validate` checks the name."""
+    checker_kwargs: dict[str, Any] = {}
+    """The checker's own settings (its keyword parameters after `options`), checked against its
+    signature when the config's names resolve (docs/extending.md)."""
     corrupted: bool = True
     """Pass this member through the configured corruption channel."""
     noise_rates: tuple[Probability, Probability] | None = None
-    """This member's (rho0, rho1) for `method: corrected` (P pays a wrong answer, P denies a right one),
-    for a flawed checker no channel knows; null: the channel's rates if corrupted, else (0, 0)."""
+    """This member's known (rho0, rho1) (P pays a wrong answer, P denies a right one), for a flawed
+    checker no channel knows, read by a method that corrects for known rates; null: the channel's
+    rates if corrupted, else (0, 0)."""
 
 
 class VerifierConfig(Section):
@@ -401,8 +406,6 @@ class VerifierConfig(Section):
     """Ensemble members (at least one)."""
     aggregation: str = "mean"
     """How member rewards combine into r: a registered aggregation or `package.module:function`."""
-    trigger_phrase: str = "the answer is verified"
-    """Phrase the `trigger_phrase` flawed checker accepts."""
 
     @model_validator(mode="after")
     def _members_are_named_once(self) -> VerifierConfig:
@@ -422,14 +425,13 @@ def _number(value: Any) -> str:
 
 class CorruptionConfig(Section):
     channel: str = "flip"
-    """Corruption channel applied to every member marked `corrupted`: none, a registered channel (flip,
-    asymmetric, missing, noise, bias, confidence, flaw) or `package.module:factory`."""
+    """Corruption channel applied to every member marked `corrupted`: none, a registered channel
+    (`hackable-rl validate` lists them) or `package.module:factory`."""
     rate: Probability = 0.2
     """The headline knob: the probability of the configured channel (sigma for `noise`)."""
     kwargs: dict[str, Any] = {}
-    """The channel's own settings, checked against its signature (docs/methodology.md lists them):
-    asymmetric fp_scale/fn_scale or fpr/fnr, bias selector/fp_scale/fn_scale, confidence confidence_floor,
-    flaw flaw."""
+    """The channel's own settings, checked against its signature when the config's names resolve
+    (docs/methodology.md lists the built-ins')."""
     seed: Seed | None = None
     """Corruption hash seed in [0, 2**32 - 1]; null uses the top-level seed."""
     draw: Literal["independent", "shared"] = "independent"
@@ -443,35 +445,6 @@ class CorruptionConfig(Section):
         runs share their rate whenever they share J, so the rate alone would not tell them apart)."""
         direct = {key: self.kwargs[key] for key in ("fpr", "fnr") if key in self.kwargs}
         return f"r{self.rate:g}" + "".join(f"-{key[:2]}{_number(value)}" for key, value in direct.items())
-
-
-class CorrectionConfig(Section):
-    """Known noise rates for `method: corrected` (Cai et al. 2025): null takes them from the
-    configured channel where it has known rates (flip, asymmetric, missing, confidence, none)."""
-
-    kind: Literal["backward", "forward"] = "backward"
-    """backward: the unbiased reward (r - rho0) / (1 - rho0 - rho1); forward: the score-function
-    weight r - (1 - rho1), with the group mean of that weight kept in the advantage (needs only rho1;
-    docs/methodology.md, "The known-rate correction")."""
-    rho0: Probability | None = None
-    """False-positive rate P(observed 1 | clean 0) of each corrupted member; null: the channel's."""
-    rho1: Probability | None = None
-    """False-negative rate P(observed 0 | clean 1) of each corrupted member; null: the channel's."""
-
-
-class RobustConfig(Section):
-    confidence_weighting: bool = True
-    """Multiply the reward by the mean member confidence."""
-    disagreement_penalty: bool = True
-    """Subtract lambda * U."""
-    disagreement_lambda: NonNegativeFloat = 0.5
-    """lambda: weight of the disagreement penalty."""
-    conservative_aggregation: bool = False
-    """Aggregate members with `min` instead of `verifier.aggregation`."""
-    attenuation: Literal["none", "linear", "exp"] = "linear"
-    """attenuation(U): 1, 1 - U, or exp(-k U)."""
-    attenuation_k: NonNegativeFloat = 1.0
-    """k of the exponential attenuation."""
 
 
 # --------------------------------------------------------------------------- evaluation / report
@@ -583,8 +556,11 @@ class ExperimentConfig(Section):
     """CPU threads torch uses in this process (null: torch's default, one per core). Two runs side by
     side on 2 cores want 1 each; oversubscribing threads is far slower than running one at a time."""
     method: str = "baseline"
-    """What training optimises: baseline (the aggregate verifier reward), robust (the robust-shaped
-    reward), another registered method, or `package.module:method`."""
+    """What training optimises: a registered method (`hackable-rl validate` lists them) or
+    `package.module:method`."""
+    method_kwargs: dict[str, Any] = {}
+    """The method's own settings, checked against its settings model when the config's names resolve
+    (docs/methodology.md lists the built-ins')."""
     storage: StorageConfig = StorageConfig()
     """Where runtime files live."""
     tracking: TrackingConfig = TrackingConfig()
@@ -609,10 +585,6 @@ class ExperimentConfig(Section):
     """The training verifier ensemble."""
     corruption: CorruptionConfig = CorruptionConfig()
     """Controlled corruption of the training verifier."""
-    robust: RobustConfig = RobustConfig()
-    """Robust shaping (used when method is robust)."""
-    correction: CorrectionConfig = CorrectionConfig()
-    """Noise rates of the backward correction (used when method is corrected)."""
     evaluation: EvaluationConfig = EvaluationConfig()
     """Independent held-out evaluation."""
     capability: CapabilityConfig = CapabilityConfig()

@@ -1,13 +1,14 @@
 """One small Registry type and the project's registries: every extension point.
 
 Data providers, rewards, objectives, checkers, corruption channels, aggregations, methods and
-report metrics register themselves by name with a decorator at import time. Rewards, checkers and
-methods are held as small frozen dataclasses whose fields are what they declare (`RewardSpec.needs`,
-`CheckerSpec.superset_of_clean`, `MethodSpec.check_config` / `keeps_group_mean`): the decorator takes
+report metrics register themselves by name with a decorator at import time. Rewards, checkers,
+channels and methods are held as small frozen dataclasses whose fields are what they declare
+(`RewardSpec.needs`, `CheckerSpec.superset_of_clean` / `exploits`, `ChannelSpec.restates_accuracy`,
+`MethodSpec.check_config` / `keeps_group_mean` / `settings` / `report_role`): the decorator takes
 those fields as keywords and returns the plain function unchanged; a `module:attr` may name a spec or
 a plain function (which then declares nothing). A name that is not
 registered may be a `"package.module:attr"` string, which loads external code without touching
-this package. `hackable_rl.extensions` imports the built-in ones and checks a config's names.
+this package. `hackable_rl.scoring.extensions` imports the built-in ones and checks a config's names.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 
 __all__ = [
+    "ChannelSpec",
     "CheckerSpec",
+    "Exploit",
     "MethodSpec",
     "Registry",
     "RegistryError",
@@ -37,6 +40,7 @@ __all__ = [
     "AGGREGATIONS",
     "METHODS",
     "REPORT_METRICS",
+    "REFERENCE",
     "register_data_provider",
     "register_reward",
     "register_objective",
@@ -130,33 +134,86 @@ class RewardSpec:
         return self.function(completions, **columns)
 
 
+REFERENCE = "reference"
+"""A method's report role: the method every other method of a study is compared against."""
+TREATMENT = "treatment"
+"""A method's report role: compared against the reference method in the same cell."""
+
+
 @dataclass(frozen=True)
 class MethodSpec:
-    """A registered method: `function(ensemble, config) -> optimised [N]` and what it declares."""
+    """A registered method: `function(ensemble, config) -> optimised [N]` and what it declares; a
+    method with `settings` is called as `function(ensemble, config, settings)`."""
 
     function: Callable[..., Any]
     check_config: Callable[[Any], list[str]] = _no_problems
     """Why the method cannot run under a config (one line each; nothing when it can), checked when
-    the config loads and per payoff cell."""
+    the config's names resolve and per payoff cell."""
     keeps_group_mean: Callable[[Any], bool] = _never
     """Whether the optimised reward enters the advantage whole under a config (training adds its
     group mean back to TRL's advantage: the forward correction)."""
+    settings: type | None = None
+    """The Pydantic model of the method's own settings (`method_kwargs`), validated when the config's
+    names resolve; None: the method takes none."""
+    report_role: str = TREATMENT
+    """`reference` (every other method of a study is compared against it) or `treatment`."""
+    uses_known_rates: bool = False
+    """It reads each member's known noise rates (`verifier.members[].noise_rates`, else the
+    channel's), so a study's measured flaw rates are what it is given."""
 
-    def __call__(self, ensemble: Any, config: Any) -> Any:
-        return self.function(ensemble, config)
+    def __post_init__(self) -> None:
+        if self.report_role not in (REFERENCE, TREATMENT):
+            raise RegistryError(f"report_role {self.report_role!r}: expected {REFERENCE!r} or {TREATMENT!r}")
+
+    def settings_of(self, config: Any) -> Any:
+        """The method's settings from `config.method_kwargs` (None for a method without settings)."""
+        return None if self.settings is None else self.settings.model_validate(config.method_kwargs)
+
+    def __call__(self, ensemble: Any, config: Any, settings: Any = None) -> Any:
+        if self.settings is None:
+            return self.function(ensemble, config)
+        return self.function(ensemble, config, self.settings_of(config) if settings is None else settings)
+
+
+@dataclass(frozen=True)
+class Exploit:
+    """A canonical completion that exploits a flawed checker: the payoff table prices it."""
+
+    name: str
+    """Its column in payoff.json."""
+    short: str
+    """Its column head in the printed table."""
+    build: Callable[..., str]
+    """`build(open_tag, close_tag, reference, wrong_answer, **checker_settings) -> completion text`."""
 
 
 @dataclass(frozen=True)
 class CheckerSpec:
-    """A registered checker: `function(completion, example, options=...) -> Verdict` and what it declares."""
+    """A registered checker: `function(completion, example, options=..., **settings) -> Verdict` and
+    what it declares. Its settings are its keyword parameters after `options` (`checker_kwargs`)."""
 
     function: Callable[..., Any]
     superset_of_clean: bool = False
     """It accepts everything `clean` accepts (only false positives, never a false negative), so a
     `flaw` channel mixing it in at rate p knows its noise rates are at most (p, 0)."""
+    exploits: tuple[Exploit, ...] = ()
+    """The canonical completions that exploit it: the payoff table prices each."""
 
     def __call__(self, completion: str, example: Any, **kwargs: Any) -> Any:
         return self.function(completion, example, **kwargs)
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """A registered corruption channel: `factory(rate, options, **settings) -> Channel` and what it declares."""
+
+    function: Callable[..., Any]
+    restates_accuracy: bool = False
+    """Under it the hacking gap restates accuracy: its expectation is p(1 - 2 acc) whatever the
+    policy learnt (docs/metrics.md, "Excess gap"), so a report labels the gap so."""
+
+    def __call__(self, rate: float, options: Any, **settings: Any) -> Any:
+        return self.function(rate, options, **settings)
 
 
 def _as_spec(kind: type) -> Callable[..., Any]:
@@ -238,13 +295,17 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return sorted(self._items)
 
+    def items(self) -> list[tuple[str, T]]:
+        """(name, entry) of every registered item, in registration order."""
+        return list(self._items.items())
+
     def __contains__(self, name: object) -> bool:
         return name in self._items
 
 
 def _unwrapped(item: Any) -> Any:
     """The function inside a spec (the item itself for registries without one)."""
-    return item.function if isinstance(item, RewardSpec | MethodSpec | CheckerSpec) else item
+    return item.function if isinstance(item, RewardSpec | MethodSpec | CheckerSpec | ChannelSpec) else item
 
 
 # What a `module:attr` must accept to be each kind of plugin (probe calls; nothing is run).
@@ -279,10 +340,11 @@ CHECKERS: Registry[CheckerSpec] = Registry(
     CheckerSpec,
 )
 
-CHANNELS: Registry[Callable[..., Any]] = Registry(
+CHANNELS: Registry[ChannelSpec] = Registry(
     "corruption channel",
     "corruption.channel",
     lambda item: signature_problem(item, "channel(rate, options, **corruption.kwargs) -> Channel", 0.0, None),
+    ChannelSpec,
 )
 AGGREGATIONS: Registry[Callable[..., Any]] = Registry(
     "aggregation",

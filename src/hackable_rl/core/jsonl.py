@@ -9,8 +9,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.errors import UserError
-from hackable_rl.safe_write import not_a_file_problem, replace_file
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.safe_write import not_a_file_problem, replace_file
 
 log = logging.getLogger(__name__)
 

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config import AlarmConfig
-from hackable_rl.config_loading import load_config
-from hackable_rl.jsonl import iter_jsonl, read_json, read_jsonl, write_json
-from hackable_rl.stats import hacking_gap
+from hackable_rl.config.experiment import AlarmConfig
+from hackable_rl.config.loading import load_config
+from hackable_rl.core.jsonl import iter_jsonl, read_json, read_jsonl, write_json
+from hackable_rl.core.stats import hacking_gap
 from hackable_rl.training.alarm import ALARM_FILE, StepSignals, first_crossings, step_signals
 
 __all__ = [

@@ -1,9 +1,9 @@
-"""Reading a params file: YAML with its security guards, dotted `--set` overrides, validation, and
-the check of every registry name the config holds.
+"""Reading a params file: YAML with its security guards, dotted `--set` overrides and validation.
 
-`load_config(path, overrides)` is the one entry point of every command. It sits above the schema
-(`hackable_rl.config`, the bottom floor) and above the registries (`hackable_rl.extensions`), so the
-schema never imports an extension. Errors come back as `ConfigError`, one line per problem.
+`load_config(path, overrides)` reads and validates; it imports no extension. Resolving the names the
+config holds to extensions (registries, plugins, their settings) is a separate step above it,
+`hackable_rl.scoring.extensions.resolve_config`, which every command runs next (`load_resolved`). Errors
+come back as `ConfigError`, one line per problem.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from hackable_rl.config import ExperimentConfig
-from hackable_rl.errors import ConfigError
-from hackable_rl.extensions import check_config
+from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.core.errors import ConfigError
 
 __all__ = [
     "ConfigError",
@@ -35,10 +34,10 @@ __all__ = [
 
 
 def load_config(path: str | Path = "params.yaml", overrides: Iterable[str] = ()) -> ExperimentConfig:
-    """Reads `path`, applies dotted `overrides`, validates (fields, then every registry name the config
-    holds: `hackable_rl.extensions`), and returns the frozen config."""
+    """Reads `path`, applies dotted `overrides`, validates the fields and returns the frozen config
+    (its extension names are not resolved here: `hackable_rl.scoring.extensions.load_resolved`)."""
     path = Path(path)
-    return check_config(validate_config(apply_overrides(read_yaml(path), overrides), str(path)), str(path))
+    return validate_config(apply_overrides(read_yaml(path), overrides), str(path))
 
 
 def parse_override(text: str) -> tuple[str, Any]:

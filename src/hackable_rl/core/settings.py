@@ -1,8 +1,11 @@
-"""Settings that live with an extension: a plugin's keyword arguments, checked against its signature.
+"""Settings that live with an extension: a plugin's keyword arguments, checked against its
+signature, or its own settings model.
 
-A corruption channel (or any factory) declares its settings as keyword parameters with types and
-defaults; `bind_settings` checks a config's `kwargs` mapping against them, so an unknown name, a
-wrong type or an out-of-range value is one line naming `<field>.<key>` before anything runs.
+A corruption channel or a checker declares its settings as keyword parameters with types and
+defaults; `bind_settings` checks a config's `kwargs` mapping against them. A method declares a
+Pydantic model (`MethodSpec.settings`); `model_settings` checks `method_kwargs` against it. Either
+way an unknown name, a wrong type or an out-of-range value is one line naming `<field>.<key>` before
+anything runs.
 """
 
 from __future__ import annotations
@@ -13,13 +16,13 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 
-__all__ = ["bind_settings", "setting_names"]
+__all__ = ["bind_settings", "model_settings", "setting_names"]
 
-# A plain `float` setting refuses inf and NaN too, as every config float does (hackable_rl.bounds):
+# A plain `float` setting refuses inf and NaN too, as every config float does (hackable_rl.core.bounds):
 # a plugin that annotates `scale: float` cannot be handed `.inf`.
 _FINITE_ONLY = ConfigDict(allow_inf_nan=False)
 
@@ -47,6 +50,28 @@ def bind_settings(factory: Callable[..., Any], kwargs: Mapping[str, Any], field:
         except ValidationError as error:
             raise UserError(f"{field}.{key}: {_problem(error, value)}") from None
     return bound
+
+
+def model_settings(model: type[BaseModel] | None, kwargs: Mapping[str, Any], field: str, owner: str) -> list[str]:
+    """Why `kwargs` are not valid settings of `model` (the settings of `owner`), one line each naming
+    `<field>.<key>`; nothing when they are. No model: the owner takes no settings."""
+    if model is None:
+        return [f"{field}: {sorted(kwargs)} given, but {owner} takes none"] if kwargs else []
+    try:
+        model.model_validate(dict(kwargs))
+    except ValidationError as error:
+        return [_model_problem(item, field, list(model.model_fields)) for item in error.errors()]
+    return []
+
+
+def _model_problem(item: Mapping[str, Any], field: str, allowed: list[str]) -> str:
+    where = ".".join([field, *(str(part) for part in item["loc"])])
+    if item["type"] == "extra_forbidden":
+        return f"{where}: unknown setting{_nearest(str(item['loc'][-1]), allowed)}"
+    message = str(item["msg"])
+    if message.startswith("Value error, "):
+        return f"{where}: {message.removeprefix('Value error, ')}"
+    return f"{where}: got {item.get('input')!r}; {message.replace('Input should be', 'expected')}"
 
 
 def _problem(error: ValidationError, value: Any) -> str:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hackable_rl.config import ExperimentConfig, ObjectiveConfig
-from hackable_rl.errors import UserError
-from hackable_rl.registry import OBJECTIVES, RegistryError, register_objective
+from hackable_rl.config.experiment import ExperimentConfig, ObjectiveConfig
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.registry import OBJECTIVES, RegistryError, register_objective
 
 __all__ = ["TokenGRPOObjective", "LatentNeuraleseObjective", "build_objective"]
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 
 LOCK_NAME = ".writer.lock"
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.errors import UserError
-from hackable_rl.safe_write import not_a_file_problem
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.safe_write import not_a_file_problem
 
 # DVC runs queued and --temp experiments in a copy of the repository under this folder; the
 # embedded MLflow store must stay in the real repository so every experiment lands in one store.

@@ -1,12 +1,12 @@
 """The study report: condition.json files -> summary.csv/json, PNG plots, report.md.
 
 Every sentence in report.md is computed from the summary table: which method has the higher mean
-correctness at each rate, whether the hacking gap grows with the rate, whether robust shaping
-reduces it. Unfavourable outcomes are written as plainly as favourable ones. A difference no
+correctness at each rate, whether the hacking gap grows with the rate, whether each method reduces
+it against the reference method (`MethodSpec.report_role`). Unfavourable outcomes are written as plainly as favourable ones. A difference no
 larger than one standard deviation over seeds is called indistinguishable at that number of seeds;
 nothing is called equivalent except by the paired equivalence test against a declared margin
 (`report.outcomes`). Controls are reported apart from the methods (`report.conditions`), and under a
-channel whose hacking gap restates accuracy (flip) the gap is labelled so and no claim is read from it.
+channel whose hacking gap restates accuracy (`ChannelSpec.restates_accuracy`) the gap is labelled so and no claim is read from it.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from hackable_rl.experiments.study import study_methods, write_summary
 from hackable_rl.report import plots
 from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope, with_series
 from hackable_rl.report.conditions import (
     CONTROL_PREFIX,
-    RESTATING_CHANNELS,
     methods_and_controls,
     study_table,
 )
 from hackable_rl.report.outcomes import curves_of as curves_of_cell
 from hackable_rl.report.outcomes import curves_plot, gain_plot, load_cells, outcomes_markdown
+from hackable_rl.scoring.extensions import reference_method, restates_accuracy
+from hackable_rl.study_records.condition_files import study_methods, write_summary
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,8 @@ def build_study_report(
     if no_flaw and (gain := gain_plot(cells, out_dir / "gain_vs_rate.png")) is not None:
         written["gain_vs_rate"] = gain
     report = out_dir / "report.md"
-    restated = set(table["channel"].dropna()) <= set(RESTATING_CHANNELS)
+    channels = sorted(set(table["channel"].dropna()))
+    restated = ", ".join(channels) if channels and all(map(restates_accuracy, channels)) else None
     paired = outcomes_markdown(cells, margin, restated_gap=restated)
     report.write_text(study_markdown(table, title, written, paired), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())
@@ -77,7 +78,7 @@ def build_study_report(
 
 def write_study_plots(table: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
     """The method cells' plots (controls are in the paired report and gain_vs_rate.png)."""
-    restated = set(table["channel"].dropna()) <= set(RESTATING_CHANNELS)
+    restated = all(map(restates_accuracy, table["channel"].dropna()))
     gap_label = "hacking gap (restates pass@1)" if restated else "hacking gap"  # the title names the verifier
     return {
         "correctness_vs_rate": plots.metric_vs_rate(
@@ -225,7 +226,7 @@ def trend(stats: pd.DataFrame, what: str) -> list[str]:
 def _gap_section(gap: pd.DataFrame, verifier: str) -> list[str]:
     """The hacking gap's table and what is read from it; under a channel where the gap restates
     accuracy the table is labelled so and nothing is read from it (the excess gap is, above)."""
-    if verifier in RESTATING_CHANNELS:
+    if restates_accuracy(verifier):
         return ["### Hacking gap (observed reward - correctness), mean ± sd over seeds: restates pass@1 under "
                 f"{verifier}", "", *stats_table(gap, "a hacking gap"), "",
                 f"Under {verifier} at rate p the expected gap is p(1 - 2 acc) whatever the policy learnt "
@@ -239,8 +240,17 @@ def _gap_section(gap: pd.DataFrame, verifier: str) -> list[str]:
     for trained in study_methods()[1:]:
         lines += gap_over_base(gap, trained)
     lines += [""]
-    lines += ["Does robust shaping reduce the gap?", ""]
-    return lines + compare_methods(gap, "robust", "baseline", "hacking gap", False) + [""]
+    reference = reference_method()
+    for method in _treatments(gap):
+        lines += [f"Does {method} reduce the gap (vs {reference})?", ""]
+        lines += compare_methods(gap, method, reference, "hacking gap", False) + [""]
+    return lines
+
+
+def _treatments(stats: pd.DataFrame) -> list[str]:
+    """The trained methods of a table besides base and the reference method, in report order."""
+    present = set(stats["method"])
+    return [m for m in study_methods()[1:] if m in present and m != reference_method()]
 
 
 def _controls_section(controls: pd.DataFrame, verifier: str) -> list[str]:
@@ -249,7 +259,7 @@ def _controls_section(controls: pd.DataFrame, verifier: str) -> list[str]:
     if controls.empty:
         return []
     named = controls.assign(method=CONTROL_PREFIX + controls["control"].astype(str))
-    gap = f"hacking gap (restates pass@1 under {verifier})" if verifier in RESTATING_CHANNELS else "hacking gap"
+    gap = f"hacking gap (restates pass@1 under {verifier})" if restates_accuracy(verifier) else "hacking gap"
     columns = {CORRECTNESS: "pass@1", "hacking_gap": gap, "observed_reward": "observed reward"}
     stats = {metric: seed_stats(named, metric) for metric in columns}
     lines = ["### Controls (no correctness signal; kept out of the method tables above), mean ± sd over seeds", "",
@@ -315,9 +325,11 @@ def _verifier_section(table: pd.DataFrame, verifier: str) -> list[str]:
     lines = [f"## Training verifier: {verifier}", "", "### Independent correctness (pass@1), mean ± sd over seeds", ""]
     lines += stats_table(correctness, "pass@1") + [""]
     lines += best_per_rate(correctness) + [""]
-    lines += ["Robust vs baseline:", ""] + compare_methods(correctness, "robust", "baseline", "correctness", True) + [""]
-    lines += ["GRPO (baseline) vs no RL (base):", ""]
-    lines += compare_methods(correctness, "baseline", "base", "correctness", True) + [""]
+    reference = reference_method()
+    for method in _treatments(correctness):
+        lines += [f"{method} vs {reference}:", ""] + compare_methods(correctness, method, reference, "correctness", True) + [""]
+    lines += [f"GRPO ({reference}) vs no RL (base):", ""]
+    lines += compare_methods(correctness, reference, "base", "correctness", True) + [""]
     lines += ["Correctness against the rate:", ""] + trend(correctness, "correctness") + [""]
     lines += _gap_section(gap, verifier)
     lines += ["### Observed training-verifier reward, mean ± sd over seeds", ""]

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hackable_rl.errors import UserError
+from hackable_rl.core.errors import UserError
 
 _KINDS = {
     stat.S_IFCHR: "a character device",

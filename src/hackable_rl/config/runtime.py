@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from hackable_rl.config import ExperimentConfig
+from hackable_rl.config.experiment import ExperimentConfig
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.jsonl import append_jsonl, read_jsonl, write_jsonl
-from hackable_rl.records import GenerationRecord
+from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
+from hackable_rl.scoring.records import GenerationRecord
 
 log = logging.getLogger(__name__)
 
