@@ -35,8 +35,8 @@ def _replay(tracker: Tracker, event: dict[str, Any]) -> None:
         tracker.log_dict(event["data"], event["filename"])
     elif kind == "table":
         _replay_table(tracker, event)
-    elif kind == "trace":
-        tracker.log_trace_files(event["paths"], event["name"], event["tags"])
+    elif kind == "traces":
+        tracker.log_traces([(trace["paths"], trace["name"], trace["tags"]) for trace in event["traces"]])
     elif kind == "input":
         tracker.log_dataset(event["name"], event["digest"], event["source"], event["context"], event["profile"])
     elif kind == "register":

@@ -5,8 +5,9 @@ step here, filterable by `step` and by how many completions each verdict has), a
 tree lists its completions by verdict (`PAID-WRONG #12`), each span showing prompt, full
 completion, every member's verdict, the aggregate reward, the advantage and the judge's verdict on
 one screen. A trace per completion would let the list filter by verdict directly, but MLflow 3.17
-stores a trace with its assessments in about 50 ms (`benchmarks/bench_generation_traces.py`), 64 of
-them a step: longer than the step. A step's trace costs a few percent of it.
+stores a trace with its assessments in about 100 ms (`benchmarks/bench_generation_traces.py`): 64 of
+them take three times a main-job step. A step's trace, sent with the other steps of its checkpoint,
+takes about 5% of one.
 
 Trace and span ids are derived from (run id, step, index), so writing a step again (after a resume,
 from `hackable-rl sync`) replaces its trace instead of adding a second one. The run folder's
@@ -122,29 +123,37 @@ def step_trace(
     return info, spans
 
 
-def write_trace(client: Any, run_id: str, name: str, rows: list[dict[str, Any]], tags: dict[str, str]) -> str:
-    """Stores the trace `name` of the run (replacing an earlier one of that name); returns its id."""
+def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str, Any]], dict[str, str]]]) -> list[str]:
+    """Stores each (name, rows, tags) as the trace `name` of the run, replacing an earlier one of that
+    name; returns their ids. All spans go in one call: the store's cost is mostly per call, and a
+    checkpoint's flush sends every step since the last one (`training/callback.py`)."""
     import time
 
     from mlflow.tracing.client import TracingClient
 
     experiment_id = client.get_run(run_id).info.experiment_id
     tracing = TracingClient(client.tracking_uri)
-    info, spans = step_trace(run_id, experiment_id, name, rows, tags, int(time.time() * 1000))
-    _delete_if_present(tracing, experiment_id, info.trace_id)
-    tracing.log_spans(experiment_id, spans)
-    tracing.start_trace(info)
-    return info.trace_id
+    now_ms = int(time.time() * 1000)
+    built = [step_trace(run_id, experiment_id, name, rows, tags, now_ms) for name, rows, tags in traces]
+    _delete_present(tracing, experiment_id, [info.trace_id for info, _ in built])
+    for info, _ in built:  # the trace rows first: spans of a trace the store holds only add rows
+        tracing.start_trace(info)
+    tracing.log_spans(experiment_id, [span for _, spans in built for span in spans])
+    return [info.trace_id for info, _ in built]
 
 
-def _delete_if_present(tracing: Any, experiment_id: str, trace_id: str) -> None:
+def _delete_present(tracing: Any, experiment_id: str, trace_ids: list[str]) -> None:
+    """Deletes those of `trace_ids` the store holds (a step sent again), so it holds each once."""
     from mlflow.exceptions import MlflowException
 
-    try:
-        tracing.get_trace_info(trace_id)
-    except MlflowException:
-        return
-    tracing.delete_traces(experiment_id, trace_ids=[trace_id])
+    present = []
+    for trace_id in trace_ids:
+        try:
+            present.append(tracing.get_trace_info(trace_id).trace_id)
+        except MlflowException:
+            continue
+    if present:
+        tracing.delete_traces(experiment_id, trace_ids=present)
 
 
 def step_trace_name(step: int) -> str:

@@ -30,7 +30,7 @@ from hackable_rl.tracking.store import (
     tracking_uri,
 )
 from hackable_rl.tracking.tables import write_table
-from hackable_rl.tracking.traces import write_trace
+from hackable_rl.tracking.traces import write_traces
 
 log = logging.getLogger(__name__)
 
@@ -177,14 +177,16 @@ class Tracker:
             delivered,
         )
 
-    def log_trace_files(self, jsonl_paths: list[str | Path], name: str, tags: Mapping[str, Any]) -> None:
-        """Logs the records of JSONL files as the run's trace `name` (one span per record), replacing
+    def log_traces(self, traces: list[tuple[list[str | Path], str, Mapping[str, Any]]]) -> None:
+        """Logs each (JSONL files, name, tags) as the run's trace `name`, one span per record, replacing
         any earlier trace of that name: the UI's Traces tab browses them by step and verdict."""
-        paths = [str(Path(path).resolve()) for path in jsonl_paths]
-        rows = [row for path in paths for row in read_jsonl(path)]
-        shown = {key: _param_text(value) for key, value in tags.items()}
-        delivered = self._send("log_trace", lambda: write_trace(self.client, self.run_id, name, rows, shown))
-        self._record({"event": "trace", "paths": paths, "name": name, "tags": shown}, delivered)
+        sent = [([str(Path(path).resolve()) for path in paths], name, {k: _param_text(v) for k, v in tags.items()})
+                for paths, name, tags in traces]
+        loaded = [(name, [row for path in paths for row in read_jsonl(path)], tags) for paths, name, tags in sent]
+        delivered = self._send("log_traces", lambda: write_traces(self.client, self.run_id, loaded))
+        self._record(
+            {"event": "traces", "traces": [{"paths": p, "name": n, "tags": t} for p, n, t in sent]}, delivered
+        )
 
     def log_dataset(self, name: str, digest: str, source: str, context: str, profile: dict[str, Any]) -> None:
         """Records a dataset the run read (`mlflow.log_input`): the run page and the runs table show it."""

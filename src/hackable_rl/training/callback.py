@@ -174,8 +174,7 @@ class RunCallback(TrainerCallback):
             for first, last in sorted({block_bounds(step) for step in self._pending_tables}):
                 files = _block_files(self.run.recorder.generations_dir, first, last)
                 tracker.log_table_files(files, generations_table(first))
-            for step in sorted(set(self._pending_tables)):
-                self._log_step_trace(step)
+            tracker.log_traces([self._step_trace(step) for step in sorted(set(self._pending_tables))])
         for step, path in self._pending_permanent:
             version = tracker.register_model_version(
                 self.run.registered_model_name, path, f"checkpoints/permanent/step-{step}",
@@ -184,12 +183,11 @@ class RunCallback(TrainerCallback):
             self.run.registered_versions[step] = version
         self._pending_metrics, self._pending_tables, self._pending_permanent = [], [], []
 
-    def _log_step_trace(self, step: int) -> None:
+    def _step_trace(self, step: int) -> tuple[list[Path], str, dict[str, Any]]:
         """The step's completions as one trace (`tracking/traces.py`), tagged with the step and the run."""
         shown = {key: value for key, value in self.run.version_tags.items() if key != "run_id"}
-        tracker = self.run.tracker
         files = [step_file(self.run.recorder.generations_dir, step)]
-        tracker.log_trace_files(files, step_trace_name(step), {**shown, "step": step})
+        return files, step_trace_name(step), {**shown, "step": step}
 
 
 def _block_files(generations_dir: Path, first: int, last: int) -> list[Path]:
