@@ -79,8 +79,11 @@ def test_eval_base_run_is_tagged_like_a_training_run(project):
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on runs
     [run] = client.search_runs([experiment.experiment_id], "tags.`hackable_rl.kind` = 'eval'")
     tags = run.data.tags
-    assert (tags["method"], tags["corruption.rate"], tags["seed"], tags["condition"]) == ("base", "0.2", "0", "corrupted")
-    assert run.data.params["corruption.channel"] == "flip"
+    # no verifier trained the base policy: no corruption labels, method and condition base, step 0
+    assert (tags["method"], tags["condition"], tags["seed"], tags["step"]) == ("base", "base", "0", "0")
+    assert not {"corruption.rate", "corruption.channel"} & set(tags)
+    assert run.data.params["method"] == "base" and run.data.params["corruption.channel"] == "flip"
+    assert "step None" not in tags["mlflow.note.content"]
     assert {"dataset_manifest_sha256", "config_hash", "model.source"} <= set(tags)
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [("arith/test", "evaluation")]
     assert "eval/samples.json" in tags["mlflow.loggedArtifacts"]

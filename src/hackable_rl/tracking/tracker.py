@@ -31,6 +31,7 @@ from hackable_rl.tracking.store import (
 )
 from hackable_rl.tracking.tables import write_table
 from hackable_rl.tracking.traces import write_traces
+from hackable_rl.tracking.views import set_runs_view
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,12 @@ class Tracker:
         current: list[str] = []
         self._send("get_run", lambda: current.append(self.client.get_run(self.run_id).data.tags.get(_NOTE_TAG, "")))
         self.set_tags({_NOTE_TAG: with_section(current[0] if current else "", title, body)})
+
+    def start_time_ms(self) -> int | None:
+        """When the run started (None offline): a fixed time to stamp points a rerun logs again."""
+        found: list[int] = []
+        self._send("get_run", lambda: found.append(self.client.get_run(self.run_id).info.start_time))
+        return found[0] if found else None
 
     def register_model_version(
         self, name: str, local_dir: str | Path, artifact_path: str, tags: Mapping[str, Any], description: str = ""
@@ -384,10 +391,12 @@ def _experiment_id(client: Any, name: str, cache_dir: str | Path, uri: str) -> s
             )
         )
         if created is not None:
+            set_runs_view(client, created)
             return created
         experiment = client.get_experiment_by_name(name)  # the one a run started beside this one made
     if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag; a kind the user chose stays
         client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
+    set_runs_view(client, experiment.experiment_id)
     return experiment.experiment_id
 
 
