@@ -39,7 +39,7 @@ def test_the_best_alias_of_a_condition_is_its_evaluated_version_with_the_highest
         client.create_model_version("p-corrupted", source=f"{client.get_run(run_id).info.artifact_uri}/x",
                                     run_id=run_id, tags=tags)
     move_best_alias(client, "p-corrupted", "corrupted")
-    assert client.get_model_version_by_alias("p-corrupted", "best-corrupted").version == "2"
+    assert str(client.get_model_version_by_alias("p-corrupted", "best-corrupted").version) == "2"
 
 
 def test_the_base_evaluation_is_described_without_a_step():
