@@ -287,6 +287,7 @@ def _log_evaluation(
                         timestamp_ms=_point_time(tracker, step))
     tracker.log_artifact(out_dir / "metrics.json", prefix)
     tracker.log_table(_sample_rows(records, greedy, step), EVAL_SAMPLES_TABLE, keep_other_steps=True)
+    tracker.log_traces(_sample_traces(out_dir, prefix.removeprefix("eval/"), step, target.run_name))
     dataset = dataset_input(Storage.of(config.storage).dataset_dir(config.data.name), config.evaluation.split)
     if dataset is not None:
         tracker.log_dataset(**dataset, context="evaluation")
@@ -297,6 +298,17 @@ def _log_evaluation(
         numbers = {k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)}
         mark_evaluated(config, target.run_id, target.step, f"{prefix}/metrics.json", numbers, summary)
     return tracker.run_id
+
+
+def _sample_traces(
+    out_dir: Path, checkpoint: str, step: int, run_name: str
+) -> list[tuple[list[Path], str, dict[str, Any]]]:
+    """The evaluation's samples as traces beside the training steps' (`tracking/traces.py`): one for
+    the sampled completions (`eval step-100`), one for the greedy ones (`eval step-100 greedy`)."""
+    files = [(out_dir / "generations.jsonl", ""), (out_dir / "greedy.jsonl", " greedy")]
+    tags = {"run_name": run_name, "step": step}
+    return [([path], f"eval {checkpoint}{suffix}", {**tags, "decoding": suffix.strip() or "sampled"})
+            for path, suffix in files if path.exists()]
 
 
 def _point_time(tracker: Tracker, step: int) -> int | None:
