@@ -41,8 +41,8 @@ def test_eval_run_id_promote_and_learning_curve(project):
     assert "eval.pass_at_1" in version.tags and "pass_at_1" in version.description
     assert client.get_model_version_by_alias("tests-policy-corrupted", "best-corrupted").tags["step"] == "3"
     # the samples as traces beside the training steps': sampled and greedy, a span per sample
-    traces = {t.info.tags["mlflow.traceName"]: t for t in client.search_traces(
-        locations=[after.info.experiment_id], filter_string=f"metadata.`mlflow.sourceRun` = '{trained.run_id}'")}
+    found = client.search_traces(locations=[after.info.experiment_id], run_id=trained.run_id)
+    traces = {t.info.tags["mlflow.traceName"]: t for t in found}
     assert {"eval step-3", "eval step-3 greedy", "step 00003"} <= set(traces)
     assert len(traces["eval step-3"].data.spans) == 1 + 4 * 2
     out = project / "cache/artifacts/eval/baseline-flip-r0.2-s0/step-3"
