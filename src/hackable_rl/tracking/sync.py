@@ -9,13 +9,8 @@ from typing import Any
 
 from hackable_rl.errors import UserError
 from hackable_rl.jsonl import iter_jsonl, read_jsonl, write_json, write_jsonl
-from hackable_rl.tracking.tracker import (
-    EVENT_LOG_NAME,
-    Tracker,
-    merge_versions,
-    registered_versions,
-    start_tracker,
-)
+from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, start_tracker
+from hackable_rl.tracking.versions import merge_versions, registered_versions
 from hackable_rl.training.run_lock import run_lock
 
 log = logging.getLogger(__name__)
