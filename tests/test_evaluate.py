@@ -39,6 +39,12 @@ def test_eval_run_id_promote_and_learning_curve(project):
     assert "eval/samples.json" in listed
     [version] = [v for v in client.search_model_versions("name='tests-policy-corrupted'") if v.tags["step"] == "3"]
     assert "eval.pass_at_1" in version.tags and "pass_at_1" in version.description
+    assert client.get_model_version_by_alias("tests-policy-corrupted", "best-corrupted").tags["step"] == "3"
+    # the samples as traces beside the training steps': sampled and greedy, a span per sample
+    found = client.search_traces(locations=[after.info.experiment_id], run_id=trained.run_id)
+    traces = {t.info.tags["mlflow.traceName"]: t for t in found}
+    assert {"eval step-3", "eval step-3 greedy", "step 00003"} <= set(traces)
+    assert len(traces["eval step-3"].data.spans) == 1 + 4 * 2
     out = project / "cache/artifacts/eval/baseline-flip-r0.2-s0/step-3"
     records = read_jsonl(out / "generations.jsonl")
     assert len(records) == 4 * 2  # max_prompts x n
@@ -79,8 +85,11 @@ def test_eval_base_run_is_tagged_like_a_training_run(project):
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on runs
     [run] = client.search_runs([experiment.experiment_id], "tags.`hackable_rl.kind` = 'eval'")
     tags = run.data.tags
-    assert (tags["method"], tags["corruption.rate"], tags["seed"], tags["condition"]) == ("base", "0.2", "0", "corrupted")
-    assert run.data.params["corruption.channel"] == "flip"
+    # no verifier trained the base policy: no corruption labels, method and condition base, step 0
+    assert (tags["method"], tags["condition"], tags["seed"], tags["step"]) == ("base", "base", "0", "0")
+    assert not {"corruption.rate", "corruption.channel"} & set(tags)
+    assert run.data.params["method"] == "base" and run.data.params["corruption.channel"] == "flip"
+    assert "step None" not in tags["mlflow.note.content"]
     assert {"dataset_manifest_sha256", "config_hash", "model.source"} <= set(tags)
     assert [(d.dataset.name, d.tags[0].value) for d in run.inputs.dataset_inputs] == [("arith/test", "evaluation")]
     assert "eval/samples.json" in tags["mlflow.loggedArtifacts"]

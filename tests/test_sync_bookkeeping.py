@@ -14,7 +14,8 @@ from hackable_rl.core.jsonl import read_jsonl, write_jsonl
 from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.sync import sync_run
-from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, merge_versions, registered_versions
+from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker
+from hackable_rl.tracking.versions import merge_versions, registered_versions
 from hackable_rl.training.run import _registered_versions
 
 DEAD_URI = "http://127.0.0.1:9"

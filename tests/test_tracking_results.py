@@ -101,19 +101,24 @@ def test_the_experiment_is_marked_as_model_training_unless_the_user_chose(tmp_pa
     assert client.get_experiment_by_name("kind").tags["mlflow.experimentKind"] == "genai_development"
 
 
-def test_ui_prints_the_runs_table_and_refuses_a_taken_port_in_one_line(tmp_path, monkeypatch):
-    from hackable_rl.tracking.server import runs_table_url
+def test_ui_prints_the_runs_table_view_and_the_traces_and_refuses_a_taken_port_in_one_line(tmp_path, monkeypatch):
+    from hackable_rl.tracking.server import ui_urls
+    from hackable_rl.tracking.views import RUNS_VIEW_KEY
 
     params = tmp_path / "params.yaml"
     params.write_text(yaml.safe_dump({"storage": {"cache_dir": str(tmp_path / "cache")},
                                       "tracking": {"experiment_name": "ui"}}))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     config = load_resolved(params)
-    assert runs_table_url(config, 5001) == "http://127.0.0.1:5001/"  # no experiment yet: the home page
+    assert ui_urls(config, 5001) == {"runs": "http://127.0.0.1:5001/"}  # no experiment yet: the home page
     start_tracker(config, "a", "train").end()
-    experiment_id = MlflowClient(tracking_uri(config.storage.cache_dir)).get_experiment_by_name("ui").experiment_id
-    url = runs_table_url(config, 5001)
-    assert url == f"http://127.0.0.1:5001/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    experiment = MlflowClient(tracking_uri(config.storage.cache_dir)).get_experiment_by_name("ui")
+    urls = ui_urls(config, 5001)
+    page = f"http://127.0.0.1:5001/#/experiments/{experiment.experiment_id}"
+    assert urls["runs"] == f"{page}/runs?viewStateShareKey={RUNS_VIEW_KEY}&workflowType=machine_learning"
+    assert urls["generations (traces)"] == f"{page}/traces"
+    view = json.loads(experiment.tags[f"mlflow.sharedViewState.{RUNS_VIEW_KEY}"])
+    assert view["selectedColumns"][:2] == ["metrics.`eval_pass_at_1`", "metrics.`eval_hacking_gap`"]
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

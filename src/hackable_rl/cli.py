@@ -345,7 +345,7 @@ def compare_command(
         typer.Option("--margin", help="Equivalence margin M: adds each 90% CI and a verdict (TOST, docs/metrics.md)."),
     ] = None,
 ) -> None:
-    """Paired comparisons with 95% bootstrap CIs (pass@1, greedy accuracy, hacking gap) from prompts.jsonl,
+    """Paired comparisons with 95% t-intervals across replicates (pass@1, greedy accuracy, hacking gap) from prompts.jsonl,
     written to compare.json; --margin M adds the equivalence test (TOST: the 90% CI inside (-M, +M))."""
     from hackable_rl.evaluation.paired import compare_named, parse_pairs, parse_policies, write_comparisons
 

@@ -64,7 +64,7 @@ class TrackingConfig(Section):
     """Model Registry name stem: permanent checkpoints of clean runs (corruption.rate 0) register as
     versions of `<name>-clean`, those of corrupted runs as versions of `<name>-corrupted`."""
     log_generation_tables: bool = True
-    """Log the generation records as MLflow tables, one per block of 50 steps with a `step` column."""
+    """Log the generation records to MLflow: a trace per step (a span per completion), a table per 50 steps."""
     log_system_metrics: bool = True
     """Log MLflow's system metrics (CPU, memory, disk, network; `system/*`) when psutil is installed."""
 

@@ -81,6 +81,8 @@ def eval_description(metrics: dict[str, Any], prefix: str) -> str:
     """An Evaluation section of a run's MLflow description (and of its registered version): the
     headline metrics of one evaluation and where the rest is (`prefix`: eval/step-N or eval/base)."""
     shown = [key for key in _EVAL_HEADLINE if metrics.get(key) is not None]
-    lines = [f"Split {metrics.get('split')}, step {metrics.get('step')}.", "", "| metric | value |", "| --- | --- |"]
+    step = metrics.get("step")
+    checkpoint = "the policy before any RL (no checkpoint step)" if step is None else f"step {step}"
+    lines = [f"Split {metrics.get('split')}, {checkpoint}.", "", "| metric | value |", "| --- | --- |"]
     lines += [f"| {key} | {_number(metrics[key])} |" for key in shown]
     return "\n".join([*lines, "", f"All metrics: `{prefix}/metrics.json`; every sample: the `eval/samples.json` table."])

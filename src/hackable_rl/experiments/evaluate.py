@@ -283,9 +283,11 @@ def _log_evaluation(
     config, step = target.config, target.step or 0
     tracker = attach_tracker(config, target.run_id) if target.run_id else _eval_run_tracker(target)
     prefix = f"eval/step-{target.step}" if target.step is not None else "eval/base"
-    tracker.log_metrics({name: metrics.get(key) for key, name in EVAL_CURVES.items()}, step=step)
+    tracker.log_metrics({name: metrics.get(key) for key, name in EVAL_CURVES.items()}, step=step,
+                        timestamp_ms=_point_time(tracker, step))
     tracker.log_artifact(out_dir / "metrics.json", prefix)
     tracker.log_table(_sample_rows(records, greedy, step), EVAL_SAMPLES_TABLE, keep_other_steps=True)
+    tracker.log_traces(_sample_traces(out_dir, prefix.removeprefix("eval/"), step, target.run_name))
     dataset = dataset_input(Storage.of(config.storage).dataset_dir(config.data.name), config.evaluation.split)
     if dataset is not None:
         tracker.log_dataset(**dataset, context="evaluation")
@@ -298,6 +300,25 @@ def _log_evaluation(
     return tracker.run_id
 
 
+def _sample_traces(
+    out_dir: Path, checkpoint: str, step: int, run_name: str
+) -> list[tuple[list[Path], str, dict[str, Any]]]:
+    """The evaluation's samples as traces beside the training steps' (`tracking/traces.py`): one for
+    the sampled completions (`eval step-100`), one for the greedy ones (`eval step-100 greedy`)."""
+    files = [(out_dir / "generations.jsonl", ""), (out_dir / "greedy.jsonl", " greedy")]
+    tags = {"run_name": run_name, "step": step}
+    return [([path], f"eval {checkpoint}{suffix}", {**tags, "decoding": suffix.strip() or "sampled"})
+            for path, suffix in files if path.exists()]
+
+
+def _point_time(tracker: Tracker, step: int) -> int | None:
+    """The time an evaluated checkpoint's points carry: the run's start plus the step, the same on
+    every evaluation of that step. MLflow stores a point identical in key, step, time and value once,
+    so re-evaluating a checkpoint keeps one point per step where a new time would add a second."""
+    started = tracker.start_time_ms()
+    return None if started is None else started + step
+
+
 def _eval_run_tracker(target: EvalTarget) -> Tracker:
     """A new eval run for a policy without a training run, tagged and parametrised as training runs
     are (method `base` for the configured base policy), so the runs table filters them alike."""
@@ -306,9 +327,15 @@ def _eval_run_tracker(target: EvalTarget) -> Tracker:
     config = target.config
     tracker = start_tracker(config, target.run_name, "eval")
     method = "base" if target.policy_path is None else "policy-folder"
-    tracker.set_tags({**RunIdentity.of(config, resolve_policy(config)).tags(), "method": method})
-    tracker.log_params(flatten_config(config))
+    # No verifier trained this policy: the config's corruption and method would mislabel the run.
+    identity = {key: value for key, value in RunIdentity.of(config, resolve_policy(config)).tags().items()
+                if key not in _TRAINING_ONLY_TAGS}
+    tracker.set_tags({**identity, "method": method, "condition": method, "step": 0})
+    tracker.log_params({**flatten_config(config), "method": method})
     return tracker
+
+
+_TRAINING_ONLY_TAGS = ("condition", "corruption.channel", "corruption.rate")
 
 
 def _sample_rows(records: list[dict[str, Any]], greedy: list[dict[str, Any]], step: int) -> list[dict[str, Any]]:

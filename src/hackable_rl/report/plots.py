@@ -200,6 +200,17 @@ def gain_vs_j_plot(gains: list[tuple[Any, str, Any]], equal_j: tuple[tuple[str, 
     axes.axhline(0.0, color="grey", linewidth=0.8)
     axes.set_xlabel("Youden's J = 1 - FPR - FNR of each member")
     axes.set_ylabel("test pass@1 gain over base (paired 95% CI)")
-    axes.set_title("o symmetric, ^ more false positives, v more false negatives (large: an equal-J pair)", fontsize="small")
-    axes.legend(fontsize="small")
+    axes.set_title("Learning gain against the verifier's Youden's J, per method", fontsize="medium")
+    axes.legend(handles=[*axes.get_legend_handles_labels()[0], *_balance_key(bool(marked))], fontsize="small")
     return _save(figure, path)
+
+
+def _balance_key(with_pairs: bool) -> list[Any]:
+    """Legend entries for the markers: which error the asymmetric cells have more of."""
+    from matplotlib.lines import Line2D
+
+    key = [("o", 5, "symmetric (FPR = FNR)"), ("^", 5, "more false positives"), ("v", 5, "more false negatives")]
+    if with_pairs:
+        key.append(("o", 8, "large: an equal-J pair"))
+    return [Line2D([], [], marker=marker, markersize=size, color="grey", linestyle="none", label=label)
+            for marker, size, label in key]

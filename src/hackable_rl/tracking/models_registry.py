@@ -52,7 +52,30 @@ def mark_evaluated(
         client.set_model_version_tag(version.name, version.version, f"eval.{key}", str(value))
     first_line = (version.description or "").split("\n", 1)[0]
     client.update_model_version(version.name, version.version, description=f"{first_line}\n\n{summary}".strip())
+    move_best_alias(client, version.name, version.tags.get("condition"))
     return str(version.version)
+
+
+BEST_METRIC = "eval.pass_at_1"
+
+
+def best_alias(condition: str) -> str:
+    """`best-clean`, `best-corrupted`: the alias of a condition's best evaluated checkpoint."""
+    return f"best-{condition}"
+
+
+def move_best_alias(client: Any, name: str, condition: str | None) -> None:
+    """Points `best-<condition>` at the evaluated version of `name` in `condition` with the highest
+    pass@1 (the earlier version on a tie); unevaluated versions never hold it."""
+    if not condition:
+        return
+    scored = [
+        (float(v.tags[BEST_METRIC]), -int(v.version), v.version)
+        for v in client.search_model_versions(f"name = '{name}'")
+        if v.tags.get("condition") == condition and EVALUATED_TAG in v.tags and BEST_METRIC in v.tags
+    ]
+    if scored:
+        client.set_registered_model_alias(name, best_alias(condition), max(scored)[2])
 
 
 def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool) -> dict[str, Any]:

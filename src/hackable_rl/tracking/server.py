@@ -12,6 +12,7 @@ from typing import Any
 
 from hackable_rl.core.errors import UserError
 from hackable_rl.tracking.store import artifact_root, masked_uri, tracking_uri
+from hackable_rl.tracking.views import runs_view_query
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +47,10 @@ def check_port_free(port: int) -> None:
             ) from None
 
 
-def runs_table_url(config: Any, port: int) -> str:
-    """The page of the configured experiment's runs table, in MLflow's model-training view (the UI
-    otherwise opens MLflow 3's GenAI pages); the UI's home page when the experiment does not exist yet."""
+def ui_urls(config: Any, port: int) -> dict[str, str]:
+    """The pages `hackable-rl ui` announces: the configured experiment's runs table, with the headline
+    columns (`tracking/views.py`), and its traces (one per training step, `tracking/traces.py`); the
+    UI's home page when the experiment does not exist yet."""
     from mlflow import MlflowClient
 
     home = f"http://{HOST}:{port}/"
@@ -56,15 +58,18 @@ def runs_table_url(config: Any, port: int) -> str:
         config.tracking.experiment_name
     )
     if experiment is None:
-        return home
-    return f"{home}#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"
+        return {"runs": home}
+    page = f"{home}#/experiments/{experiment.experiment_id}"
+    return {"runs": f"{page}/runs?{runs_view_query()}", "generations (traces)": f"{page}/traces"}
 
 
 def serve_ui(config: Any, port: int, announce: Callable[[str], Any] = log.info) -> None:
     """Runs the MLflow server in the foreground until Ctrl-C; `announce` receives the runs table's URL."""
     command = ui_command(config, port)
     check_port_free(port)
-    announce(f"MLflow UI (store {masked_uri(command[5])}): {runs_table_url(config, port)}  (Ctrl-C stops it)")
+    announce(f"MLflow UI (store {masked_uri(command[5])}; Ctrl-C stops it)")
+    for page, url in ui_urls(config, port).items():
+        announce(f"  {page}: {url}")
     try:
         subprocess.run(command, check=False, env={**os.environ})
     except KeyboardInterrupt:

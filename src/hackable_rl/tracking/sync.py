@@ -10,13 +10,8 @@ from typing import Any
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl, read_jsonl, write_json, write_jsonl
 from hackable_rl.core.run_lock import run_lock
-from hackable_rl.tracking.tracker import (
-    EVENT_LOG_NAME,
-    Tracker,
-    merge_versions,
-    registered_versions,
-    start_tracker,
-)
+from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, start_tracker
+from hackable_rl.tracking.versions import merge_versions, registered_versions
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +30,8 @@ def _replay(tracker: Tracker, event: dict[str, Any]) -> None:
         tracker.log_dict(event["data"], event["filename"])
     elif kind == "table":
         _replay_table(tracker, event)
+    elif kind == "traces":
+        tracker.log_traces([(trace["paths"], trace["name"], trace["tags"]) for trace in event["traces"]])
     elif kind == "input":
         tracker.log_dataset(event["name"], event["digest"], event["source"], event["context"], event["profile"])
     elif kind == "register":

@@ -30,6 +30,8 @@ from hackable_rl.tracking.store import (
     tracking_uri,
 )
 from hackable_rl.tracking.tables import write_table
+from hackable_rl.tracking.traces import write_traces
+from hackable_rl.tracking.views import set_runs_view
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +178,17 @@ class Tracker:
             delivered,
         )
 
+    def log_traces(self, traces: list[tuple[list[str | Path], str, Mapping[str, Any]]]) -> None:
+        """Logs each (JSONL files, name, tags) as the run's trace `name`, one span per record, replacing
+        any earlier trace of that name: the UI's Traces tab browses them by step and verdict."""
+        sent = [([str(Path(path).resolve()) for path in paths], name, {k: _param_text(v) for k, v in tags.items()})
+                for paths, name, tags in traces]
+        loaded = [(name, [row for path in paths for row in read_jsonl(path)], tags) for paths, name, tags in sent]
+        delivered = self._send("log_traces", lambda: write_traces(self.client, self.run_id, loaded))
+        self._record(
+            {"event": "traces", "traces": [{"paths": p, "name": n, "tags": t} for p, n, t in sent]}, delivered
+        )
+
     def log_dataset(self, name: str, digest: str, source: str, context: str, profile: dict[str, Any]) -> None:
         """Records a dataset the run read (`mlflow.log_input`): the run page and the runs table show it."""
         delivered = self._send(
@@ -193,6 +206,12 @@ class Tracker:
         current: list[str] = []
         self._send("get_run", lambda: current.append(self.client.get_run(self.run_id).data.tags.get(_NOTE_TAG, "")))
         self.set_tags({_NOTE_TAG: with_section(current[0] if current else "", title, body)})
+
+    def start_time_ms(self) -> int | None:
+        """When the run started (None offline): a fixed time to stamp points a rerun logs again."""
+        found: list[int] = []
+        self._send("get_run", lambda: found.append(self.client.get_run(self.run_id).info.start_time))
+        return found[0] if found else None
 
     def register_model_version(
         self, name: str, local_dir: str | Path, artifact_path: str, tags: Mapping[str, Any], description: str = ""
@@ -238,27 +257,6 @@ class Tracker:
             self._system_metrics = None
         if self.owns_run:
             self._send("end", lambda: self.client.set_terminated(self.run_id, status))
-
-
-def registered_versions(events: list[dict[str, Any]]) -> dict[str, str | None]:
-    """Step (text) -> registry version (null while undelivered) of every `register` event of an event
-    log; a later event of the same step wins unless it only knows null."""
-    found: dict[str, str | None] = {}
-    for event in events:
-        step = event.get("tags", {}).get("step") if event["event"] == "register" else None
-        if step is not None:
-            found = merge_versions(found, {str(step): event.get("version")})
-    return found
-
-
-def merge_versions(*sources: Mapping[str, str | None]) -> dict[str, str | None]:
-    """The union of step -> version maps, later ones first, except that null never hides a number."""
-    merged: dict[str, str | None] = {}
-    for source in sources:
-        for step, version in source.items():
-            if version is not None or step not in merged:
-                merged[str(step)] = version
-    return dict(sorted(merged.items(), key=lambda item: (len(item[0]), item[0])))  # numeric order of digit strings
 
 
 def _param_text(value: Any) -> str:
@@ -372,10 +370,12 @@ def _experiment_id(client: Any, name: str, cache_dir: str | Path, uri: str) -> s
             )
         )
         if created is not None:
+            set_runs_view(client, created)
             return created
         experiment = client.get_experiment_by_name(name)  # the one a run started beside this one made
     if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag; a kind the user chose stays
         client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
+    set_runs_view(client, experiment.experiment_id)
     return experiment.experiment_id
 
 

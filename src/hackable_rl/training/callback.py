@@ -26,6 +26,7 @@ from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
 from hackable_rl.tracking import Tracker
 from hackable_rl.tracking.tables import block_bounds, generations_table
+from hackable_rl.tracking.traces import step_trace_name
 from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm, StepSignals, step_signals
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.recorder import GenerationRecorder, step_file
@@ -173,6 +174,7 @@ class RunCallback(TrainerCallback):
             for first, last in sorted({block_bounds(step) for step in self._pending_tables}):
                 files = _block_files(self.run.recorder.generations_dir, first, last)
                 tracker.log_table_files(files, generations_table(first))
+            tracker.log_traces([self._step_trace(step) for step in sorted(set(self._pending_tables))])
         for step, path in self._pending_permanent:
             version = tracker.register_model_version(
                 self.run.registered_model_name, path, f"checkpoints/permanent/step-{step}",
@@ -180,6 +182,12 @@ class RunCallback(TrainerCallback):
             )
             self.run.registered_versions[step] = version
         self._pending_metrics, self._pending_tables, self._pending_permanent = [], [], []
+
+    def _step_trace(self, step: int) -> tuple[list[Path], str, dict[str, Any]]:
+        """The step's completions as one trace (`tracking/traces.py`), tagged with the step and the run."""
+        shown = {key: value for key, value in self.run.version_tags.items() if key != "run_id"}
+        files = [step_file(self.run.recorder.generations_dir, step)]
+        return files, step_trace_name(step), {**shown, "step": step}
 
 
 def _block_files(generations_dir: Path, first: int, last: int) -> list[Path]:

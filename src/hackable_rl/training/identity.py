@@ -10,6 +10,7 @@ tests read run.json), so each view keeps its historical spelling: `corruption.ra
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hackable_rl.config.experiment import ExperimentConfig
@@ -97,8 +98,18 @@ class RunIdentity:
         """The first line of a registered checkpoint's description (an evaluation adds its numbers)."""
         return (
             f"Step {step} of run {self.run_name}: {self.method}, training verifier {self.corruption_channel} "
-            f"at rate {self.corruption_rate:g} ({self.condition}), seed {self.seed}, from {self.base_model}."
+            f"at rate {self.corruption_rate:g} ({self.condition}), seed {self.seed}, from {_shown(self.base_model)}."
         )
+
+
+def _shown(reference: str) -> str:
+    """A policy reference with a local path inside the working directory made relative to it: the
+    registry is read on other machines and clones, where this machine's absolute path means nothing."""
+    kind, _, location = reference.partition(":")
+    path = Path(location)
+    if not location or not path.is_absolute() or not path.is_relative_to(Path.cwd()):
+        return reference
+    return f"{kind}:{path.relative_to(Path.cwd())}"
 
 
 def _policy_reference(source: PolicySource) -> str:

@@ -35,7 +35,7 @@ from hackable_rl.scoring.pipeline import RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
 from hackable_rl.tracking.rewind import forget_steps_after
-from hackable_rl.tracking.tracker import merge_versions, registered_versions
+from hackable_rl.tracking.versions import merge_versions, registered_versions
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
 from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps, resume_dir

@@ -1,0 +1,29 @@
+"""Study plots that read at a glance: identical arms drawn once and labelled together, a title."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hackable_rl.experiments.study import CURVE_FILE
+from hackable_rl.report.blind_spots import _distinct_arms, curves_by_cell_plot
+
+
+def _seed(folder, shift: float):
+    folder.mkdir(parents=True)
+    steps = range(1, 21)
+    pd.DataFrame({"step": steps, "exploit_share": [shift + s / 40 for s in steps],
+                  "hacking_gap": [shift / 2 + s / 80 for s in steps]}).to_csv(folder / CURVE_FILE, index=False)
+    return folder
+
+
+def test_methods_with_identical_curves_are_one_labelled_arm_and_the_plot_is_written(tmp_path):
+    cells = {
+        ("k3", method): {seed: _seed(tmp_path / "k3" / method / str(seed), 0.1 * seed) for seed in (0, 1)}
+        for method in ("baseline", "corrected", "robust")
+    }
+    cells[("k3", "robust")] = {seed: _seed(tmp_path / "k3r" / str(seed), 0.3) for seed in (0, 1)}
+    arms = _distinct_arms(cells, "k3")
+    assert [label for label, _ in arms] == ["baseline = corrected", "robust"]
+    assert all(len(curves) == 2 for _, curves in arms)
+    path = curves_by_cell_plot(cells, tmp_path / "training_curves.png")
+    assert path.stat().st_size > 0

@@ -1,0 +1,55 @@
+"""What the UI shows of evaluations and the registry: one point per evaluated step, the base
+evaluation's labels, `best-<condition>` aliases, and no absolute paths in version descriptions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from hackable_rl.core.summaries import eval_description
+from hackable_rl.tracking import Tracker
+from hackable_rl.tracking.models_registry import EVALUATED_TAG, move_best_alias
+from hackable_rl.training.identity import _shown
+
+
+def _client(tmp_path: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def test_a_point_logged_again_at_the_same_step_and_time_is_stored_once(tmp_path):
+    client = _client(tmp_path)
+    experiment = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    tracker = Tracker(client, run_id, None, client.tracking_uri)
+    stamp = tracker.start_time_ms() + 50
+    for _ in range(2):
+        tracker.log_metrics({"eval_pass_at_1": 0.625}, step=50, timestamp_ms=stamp)
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "eval_pass_at_1")] == [(50, 0.625)]
+
+
+def test_the_best_alias_of_a_condition_is_its_evaluated_version_with_the_highest_pass_at_1(tmp_path):
+    client = _client(tmp_path)
+    experiment = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    client.create_registered_model("p-corrupted")
+    evaluated = {EVALUATED_TAG: "eval/step-1/metrics.json", "condition": "corrupted"}
+    for tags in ({**evaluated, "eval.pass_at_1": "0.5"}, {**evaluated, "eval.pass_at_1": "0.75"},
+                 {"condition": "corrupted", "eval.pass_at_1": "0.9"}):  # the last one is not evaluated
+        client.create_model_version("p-corrupted", source=f"{client.get_run(run_id).info.artifact_uri}/x",
+                                    run_id=run_id, tags=tags)
+    move_best_alias(client, "p-corrupted", "corrupted")
+    assert str(client.get_model_version_by_alias("p-corrupted", "best-corrupted").version) == "2"
+
+
+def test_the_base_evaluation_is_described_without_a_step():
+    text = eval_description({"split": "test", "step": None, "pass_at_1": 0.5}, "eval/base")
+    assert text.startswith("Split test, the policy before any RL (no checkpoint step).")
+    assert "step None" not in eval_description({"split": "test", "step": None}, "eval/base")
+
+
+def test_a_policy_inside_the_working_directory_is_named_by_a_relative_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _shown(f"tiny:{tmp_path / 'cache/models/tiny'}") == "tiny:cache/models/tiny"
+    assert _shown("hf:HuggingFaceTB/SmolLM2-135M@abc") == "hf:HuggingFaceTB/SmolLM2-135M@abc"
+    assert _shown("tiny:/elsewhere/model") == "tiny:/elsewhere/model"
