@@ -37,7 +37,7 @@ def encode_examples(
 
     Prompt and completion are tokenized apart, as in generation, where the completion starts right
     after the prompt's tokens; tokenizing them together could merge across the boundary. One batch
-    call each (the same ids): 80,000 single calls cost three times as long in Python.
+    call each (the same ids): 80,000 single calls took about 2.5 times as long here.
     """
     prompts = tokenizer([example.prompt for example in examples], add_special_tokens=False)["input_ids"]
     completions = tokenizer([example.completion for example in examples], add_special_tokens=False)["input_ids"]
