@@ -12,8 +12,10 @@ the others nor disappears from the table: its row keeps the error text and blank
 from __future__ import annotations
 
 import logging
+import os
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import pandas as pd
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
-from hackable_rl.core.jsonl import iter_jsonl, write_jsonl
+from hackable_rl.core.jsonl import iter_jsonl, read_json, write_jsonl
 from hackable_rl.core.stats import mean
 from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
@@ -41,12 +43,14 @@ from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_m
 from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
 from hackable_rl.scoring.extensions import check_config
+from hackable_rl.scoring.identities import Identity, identical_arms
 from hackable_rl.scoring.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.study_records.condition_files import (
     BASE,
     CONDITION_FILE,
     CURVE_FILE,
     EXPLOITS_FILE,
+    IDENTICAL,
     study_methods,
     write_condition,
 )
@@ -174,6 +178,13 @@ def study_payoff(
     return score_specs(config, specs, prompts, samples), rates
 
 
+def study_identities(study_file: Path, cells: list[PayoffCell]) -> list[Identity]:
+    """The study's arms identical by construction (none for a rate grid), representatives chosen by
+    the order of the study's `methods`."""
+    methods = [m for m in read_study_file(study_file).get("methods", []) if m != BASE]
+    return identical_arms(cells, methods)
+
+
 def study_checkers(study_file: Path) -> list[str]:
     """Every flawed checker the study's cells hold (the payoff stage measures each one's rates)."""
     cells = [read_cell(study_file, name) for name in study_cells(study_file)]
@@ -204,6 +215,33 @@ def run_condition(
         log.error("condition %s failed: %s", condition.name, error)
         record |= {"status": "failed", "error": _error_text(error), "traceback": traceback.format_exc()}
     record["seconds"] = time.time() - started
+    write_condition(out_dir / CONDITION_FILE, record)
+    return record
+
+
+def identical_twin(payoff_file: Path, cell: str | None, method: str) -> dict[str, str] | None:
+    """The arm this (cell, method) equals by construction, as the payoff stage found it (payoff.json
+    `identical_arms`), or None: trained as itself."""
+    if cell is None:
+        return None
+    data = read_json(payoff_file)
+    entries = data.get("identical_arms") if isinstance(data, dict) else None
+    for entry in entries or []:
+        if entry.get("cell") == cell and entry.get("method") == method:
+            return dict(entry["same_as"])
+    return None
+
+
+def record_identical(config: ExperimentConfig, method: str, out_dir: Path, cell: Cell | NoiseCell,
+                     twin: Mapping[str, str], variant: bool = False) -> dict[str, Any]:
+    """condition.json of an arm that is not trained because it equals `twin` by construction: it points
+    at the twin's folder (`<results>/<cell>/<method>-s<seed>`, the studies' layout), whose results the
+    reports read in its place."""
+    condition = condition_of(config, method, cell, variant)
+    twin_folder = out_dir.parent.parent / twin["cell"] / f"{twin['method']}-s{config.seed}"
+    record = {"condition": _described(condition), "run_name": condition.name, "status": IDENTICAL, "error": None,
+              "identical_to": {"cell": twin["cell"], "method": twin["method"],
+                               "folder": os.path.relpath(twin_folder, out_dir)}}
     write_condition(out_dir / CONDITION_FILE, record)
     return record
 

@@ -33,6 +33,8 @@ from hackable_rl.report.declared import (
     CellKey,
     CellStudyReport,
     Outcome,
+    declared_family,
+    in_declared_family,
     load_cell_conditions,
     outcomes_table,
     paired_outcome,
@@ -174,7 +176,7 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
     roles = cell_roles(Path(study_dir).resolve().parent / STUDY_FILE)
-    outcomes = blind_spot_outcomes(cells, roles)
+    outcomes = in_declared_family(blind_spot_outcomes(cells, roles), declared_family(Path(study_dir).resolve().parent / STUDY_FILE))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
     lines = [f"# {title}", "", *_overview(table), "", *outcomes_markdown(outcomes, restated_cells(cells)), "",

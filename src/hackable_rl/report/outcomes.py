@@ -37,6 +37,7 @@ from hackable_rl.study_records.condition_files import (
     CONDITION_FILE,
     CURVE_FILE,
     EXPLOITS_FILE,
+    condition_folder,
     read_condition,
 )
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
@@ -58,12 +59,13 @@ def load_cells(study_dir: Path) -> Cells:
     for path in sorted(Path(study_dir).rglob(CONDITION_FILE)):
         data = read_condition(path)
         condition = data["condition"]
-        if data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
+        folder = condition_folder(path, data)
+        if data["status"] != "ok" or not (folder / PROMPTS_FILE).exists():
             continue
         # a control is `control-<name>`: the format-only control is the reference method at rate 0 too, beside the
         # clean reference (`report.conditions`)
         key = (condition.get("flaw"), method_label(data), float(condition["rate"]))
-        cells.setdefault(key, {})[int(condition["seed"])] = path.parent
+        cells.setdefault(key, {})[int(condition["seed"])] = folder
     return cells
 
 

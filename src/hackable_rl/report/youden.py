@@ -15,7 +15,7 @@ policy learnt, a restatement of pass@1 (docs/metrics.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hackable_rl.core.errors import UserError
@@ -26,7 +26,9 @@ from hackable_rl.report.declared import (
     CellStudyReport,
     MetRule,
     Outcome,
+    declared_family,
     fmt,
+    in_declared_family,
     load_cell_conditions,
     outcomes_table,
     paired_outcome,
@@ -199,6 +201,8 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
     results = sweep_outcomes(cells, design)
+    results = replace(results, outcomes=in_declared_family(results.outcomes,
+                                                           declared_family(Path(study_dir).resolve().parent / STUDY_FILE)))
     written = write_outcomes(outcomes_path, results.outcomes) if outcomes_path else None
     gains = _gains(cells, design)
     plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
