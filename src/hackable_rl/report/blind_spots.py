@@ -28,13 +28,14 @@ from hackable_rl.core.jsonl import read_json
 from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import replicate_interval
 from hackable_rl.experiments.cells import CellRoles, cell_roles
-from hackable_rl.report.conditions import STUDY_FILE, study_table
+from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
 from hackable_rl.report.declared import (
     CellKey,
     CellStudyReport,
     Outcome,
     declared_family,
     in_declared_family,
+    labelled,
     load_cell_conditions,
     outcomes_table,
     paired_outcome,
@@ -177,6 +178,7 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     cells = load_cell_conditions(study_dir)
     roles = cell_roles(Path(study_dir).resolve().parent / STUDY_FILE)
     outcomes = in_declared_family(blind_spot_outcomes(cells, roles), declared_family(Path(study_dir).resolve().parent / STUDY_FILE))
+    outcomes = labelled(outcomes, interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
     lines = [f"# {title}", "", *_overview(table), "", *outcomes_markdown(outcomes, restated_cells(cells)), "",

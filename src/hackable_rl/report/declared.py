@@ -22,12 +22,15 @@ from hackable_rl.core.jsonl import write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
 from hackable_rl.experiments.cells import read_study_file
+from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
 
-__all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "declared_family", "in_declared_family", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
+__all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "declared_family", "in_declared_family", "labelled", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
 
 STUDY_INTERVAL = f"{INTERVAL_METHOD} (training seeds of one warm start)"
+"""The interval method of a study whose seeds share one warm start (`labelled` says otherwise)."""
+OWN_WARM_START_INTERVAL = f"{INTERVAL_METHOD} (replicates, each with its own warm start)"
 CellKey = tuple[str, str]
 """(cell, method) of a condition."""
 
@@ -136,6 +139,12 @@ def declared_family(study_file: Path) -> list[str] | None:
     return [str(name) for name in family] if isinstance(family, list) else None
 
 
+def labelled(outcomes: list[Outcome], interval: str) -> list[Outcome]:
+    """The outcomes with the interval method their study used (`report.conditions.interval_label`)."""
+    method = STUDY_INTERVAL if interval == ONE_WARM_START else OWN_WARM_START_INTERVAL
+    return [replace(o, interval_method=method) for o in outcomes]
+
+
 def in_declared_family(outcomes: list[Outcome], family: list[str] | None) -> list[Outcome]:
     """The outcomes, those whose name is outside the declared `family` marked secondary."""
     if family is None:
@@ -172,7 +181,8 @@ def _verdict(outcome: Outcome) -> str:
 
 def outcomes_table(outcomes: list[Outcome]) -> list[str]:
     """The outcomes as one markdown table, each outcome once."""
-    lines = ["## Declared outcomes (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "",
+    interval = ONE_WARM_START if not outcomes or outcomes[0].interval_method == STUDY_INTERVAL else OWN_WARM_STARTS
+    lines = [f"## Declared outcomes (paired by prompt and seed; {interval})", "",
              "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict | p | p (Holm) | "
              "verdict after Holm |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
