@@ -28,6 +28,7 @@ from hackable_rl.core.jsonl import read_json
 from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import replicate_interval
 from hackable_rl.experiments.cells import CellRoles, cell_roles
+from hackable_rl.experiments.exploits import pattern_column
 from hackable_rl.report.conditions import STUDY_FILE, study_table
 from hackable_rl.report.declared import (
     CellKey,
@@ -39,6 +40,7 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.declared import fmt as _fmt
+from hackable_rl.report.natural import natural_outcomes
 from hackable_rl.report.outcomes import Paired, curves_of, per_prompt
 from hackable_rl.scoring.extensions import exploits_of, reference_method
 from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition, write_summary
@@ -68,8 +70,12 @@ def blind_spot_outcomes(cells: Mapping[CellKey, dict[int, Path]], roles: CellRol
     base = _base(cells)
     method = reference_method()
     mitigations = [m for m in roles.methods or sorted({m for _, m in cells}) if m not in (BASE, method)]
-    return _control_outcomes(cells, roles, base, method) + [
-        outcome for cell in roles.trained for outcome in _cell_outcomes(cells, cell, base, method, mitigations)]
+    per_cell = [outcome for cell in roles.trained for outcome in _cell_outcomes(cells, cell, base, method, mitigations)]
+    if roles.natural:  # nothing planted: its own declared outcomes first (report/natural.py)
+        control_cell = roles.positive_control or "-"
+        growth = _growth_outcomes(cells.get((control_cell, method), {}), control_cell)
+        return natural_outcomes(cells, roles, method, list(roles.partial), [*per_cell, *growth])
+    return _control_outcomes(cells, roles, base, method) + per_cell
 
 
 def _control_outcomes(cells, roles: CellRoles, base, ref_method: str) -> list[Outcome]:
@@ -154,9 +160,9 @@ def restated_cells(cells: Mapping[CellKey, dict[int, Path]]) -> list[CellKey]:
     return sorted(restated)
 
 
-def outcomes_markdown(outcomes: list[Outcome], restated: list[CellKey]) -> list[str]:
-    """The outcomes as one table (each outcome once) and the restatement note."""
-    lines = outcomes_table(outcomes)
+def outcomes_markdown(outcomes: list[Outcome], restated: list[CellKey], family: tuple[str, ...] = ()) -> list[str]:
+    """The outcomes as one table (each outcome once; Holm over the declared `family`) and the restatement note."""
+    lines = outcomes_table(outcomes, family)
     if restated:
         names = ", ".join(f"{method}@{cell}" for cell, method in restated)
         lines += ["", f"The hacking gap equals the exploit share on every prompt and seed in {names}: there it "
@@ -175,9 +181,10 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     cells = load_cell_conditions(study_dir)
     roles = cell_roles(Path(study_dir).resolve().parent / STUDY_FILE)
     outcomes = blind_spot_outcomes(cells, roles)
-    written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
+    written = write_outcomes(outcomes_path, outcomes, roles.family) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
-    lines = [f"# {title}", "", *_overview(table), "", *outcomes_markdown(outcomes, restated_cells(cells)), "",
+    lines = [f"# {title}", "", *_overview(table, roles.patterns), "",
+             *outcomes_markdown(outcomes, restated_cells(cells), roles.family), "",
              *_payoff_lines(Path(study_dir), roles), "", *onset_markdown(cells), "",
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
     report = out_dir / "report.md"
@@ -186,14 +193,22 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     return CellStudyReport(report, summary_csv, summary_json, written, len(table), failed)
 
 
-def _overview(table: pd.DataFrame) -> list[str]:
+def _overview(table: pd.DataFrame, patterns: tuple[str, ...] = ()) -> list[str]:
+    """Each (cell, method)'s seed means: pass@1, exploit share, hacking gap and each natural flaw's
+    pattern share (the share of samples paid only because of it, whichever flaws the members hold)."""
     ok = table[table["status"] == "ok"]
+    columns = [pattern_column(flaw) for flaw in patterns]
+    heads = "".join(f" {flaw} pattern |" for flaw in patterns)
     lines = [f"{len(table)} conditions, {len(table) - len(ok)} failed. Test split; exploit share: the share of "
-             "samples the exploited flaw accepts and the independent judge rejects.", "",
-             "| cell | method | seeds | pass@1 | exploit share | hacking gap |", "| --- | --- | --- | --- | --- | --- |"]
+             "samples the exploited flaw accepts and the independent judge rejects."
+             + (" A flaw's pattern share: the share of samples the judge rejects that the flaw pays and the clean "
+                "checker does not." if patterns else ""), "",
+             f"| cell | method | seeds | pass@1 | exploit share | hacking gap |{heads}",
+             "| --- | --- | --- | --- | --- | --- |" + " --- |" * len(patterns)]
     for (cell, method), group in ok.groupby(["cell", "method"], sort=True):
+        shares = "".join(f" {_fmt(_column_mean(group, column))} |" for column in columns)
         lines.append(f"| {cell} | {method} | {len(group)} | {_fmt(group['pass_at_1'].mean())} | "
-                     f"{_fmt(_column_mean(group, 'exploit_share'))} | {_fmt(_column_mean(group, 'hacking_gap'))} |")
+                     f"{_fmt(_column_mean(group, 'exploit_share'))} | {_fmt(_column_mean(group, 'hacking_gap'))} |{shares}")
     failed = table[table["status"] != "ok"]
     lines += [f"- failed: {row['name']}: {row['error']}" for _, row in failed.iterrows()]
     return lines

@@ -14,7 +14,7 @@ raw and the adjusted verdicts are reported; headlines use the adjusted one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -123,17 +123,19 @@ def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[
                    p_value=result.p_value), result
 
 
-def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
-    """The outcomes with Holm-adjusted p-values over the study's family (`Outcome.in_family`)."""
-    tested = {o.comparison: o.p_value for o in outcomes if o.in_family}  # a comparison restated counts once
+def with_holm(outcomes: list[Outcome], family: Collection[str] = ()) -> list[Outcome]:
+    """The outcomes with Holm-adjusted p-values over the study's family (`Outcome.in_family`; with a
+    declared `family` of outcome names, only those: the others are secondary, reported unadjusted)."""
+    members = [o for o in outcomes if o.in_family and (not family or o.name in family)]
+    tested = {o.comparison: o.p_value for o in members}  # a comparison restated counts once
     adjusted = holm(tested)
     return [replace(o, p_holm=adjusted[o.comparison], met_after_holm=None if o.met is None
                     else o.met and adjusted[o.comparison] < 0.05)
-            if o.in_family else replace(o, met_after_holm=None if o.identical else o.met) for o in outcomes]
+            if o in members else replace(o, met_after_holm=None if o.identical else o.met) for o in outcomes]
 
 
-def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
-    return write_json(path, [asdict(outcome) for outcome in with_holm(outcomes)])
+def write_outcomes(path: Path, outcomes: list[Outcome], family: Collection[str] = ()) -> Path:
+    return write_json(path, [asdict(outcome) for outcome in with_holm(outcomes, family)])
 
 
 def fmt(value: float | None, signed: bool = False) -> str:
@@ -148,20 +150,23 @@ def _verdict(outcome: Outcome) -> str:
     return {True: "met", False: "not met", None: "undefined"}[outcome.met]
 
 
-def outcomes_table(outcomes: list[Outcome]) -> list[str]:
-    """The outcomes as one markdown table, each outcome once."""
+def outcomes_table(outcomes: list[Outcome], family: Collection[str] = ()) -> list[str]:
+    """The outcomes as one markdown table, each outcome once (Holm over `family` when declared)."""
     lines = ["## Declared outcomes (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "",
              "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict | p | p (Holm) | "
              "verdict after Holm |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for o in with_holm(outcomes):
+    for o in with_holm(outcomes, family):
         after = _verdict(o) if o.identical else {True: "met", False: "not met", None: "undefined"}[o.met_after_holm]
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
     identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical})
-    return lines + ["", "The declared outcomes are the family: Holm's correction adjusts the p-values of every distinct "
-                        "comparison whose target asks for a detected difference (equivalence targets are judged by their "
-                        "TOST; a comparison declared twice counts once).",
+    scope = (f"The family is the study file's `family` ({', '.join(family)}): Holm's correction adjusts the p-values "
+             "of its distinct comparisons whose target asks for a detected difference; the other outcomes are "
+             "secondary, their verdicts unadjusted" if family else
+             "The declared outcomes are the family: Holm's correction adjusts the p-values of every distinct "
+             "comparison whose target asks for a detected difference")
+    return lines + ["", f"{scope} (equivalence targets are judged by their TOST; a comparison declared twice counts once).",
                     *(["", f"Identical by construction (every seed's difference exactly 0; listed, never tested): "
                         f"{'; '.join(identical)}."] if identical else [])]
 
