@@ -6,8 +6,8 @@ and nothing on its import path may load the code that corrupts rewards. Import t
 by name where they are needed (the reward pipeline does).
 """
 
-from hackable_rl.verifiers.checkers import CheckerOptions, build_checker, clean_checker
 from hackable_rl.verifiers import early_stop, off_by_one  # noqa: F401  (registers the natural flaws)
+from hackable_rl.verifiers.checkers import CheckerOptions, build_checker, clean_checker
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
 __all__ = ["Checker", "CheckerOptions", "Example", "Verdict", "build_checker", "clean_checker"]
