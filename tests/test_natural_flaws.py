@@ -4,18 +4,17 @@ error classifier they were chosen from, and their canonical exploits in the payo
 
 from __future__ import annotations
 
-import json
 import random
+from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from hackable_rl.answers.chains import Chain, chain_of
-from hackable_rl.cli import app
 from hackable_rl.config.experiment import ArithConfig
+from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import CHECKERS
 from hackable_rl.data.arith import generate_problem, to_sample
-from hackable_rl.evaluation.error_patterns import classify_answer, count_errors
+from hackable_rl.evaluation.error_patterns import classify_answer, classify_generations, count_errors
 from hackable_rl.scoring.payoff import _wrong_answer
 from hackable_rl.verifiers.checkers import build_checker, clean_checker
 from hackable_rl.verifiers.patterns import pattern_flaws, pattern_values, shows_pattern
@@ -146,24 +145,20 @@ def test_count_errors_splits_judged_samples_by_class() -> None:
     assert counts.matches["slip"] == 1 and counts.by_steps[2]["wrong"] == 3
 
 
-def test_the_errors_command_writes_the_distribution(project) -> None:
+def test_classify_generations_reads_the_chains_of_the_split(project) -> None:
     from hackable_rl.core.jsonl import read_jsonl, write_jsonl
 
     rows = read_jsonl("cache/datasets/arith/validation.jsonl")
-    chains = [chain_of(row["metadata"]) for row in rows]
-    records = [{"prompt_id": row["id"], "completion": _strict(str(chain.stopped_early())), "correct": False}
-               for row, chain in zip(rows, chains, strict=True)]
+    records = [{"prompt_id": row["id"], "completion": _strict(str(chain_of(row["metadata"]).stopped_early())),
+                "correct": False} for row in rows]
     write_jsonl("generations.jsonl", records)
-    result = CliRunner().invoke(app, ["errors", "--generations", "generations.jsonl", "--split", "validation",
-                                      "--out", "errors.json"])
-    assert result.exit_code == 0, result.output
-    written = json.loads(open("errors.json").read())
-    assert written["wrong"] == len(rows) and written["by_class"]["stopped_early"] == len(rows)
+    counts = classify_generations(Path("generations.jsonl"), rows)
+    assert counts.wrong == len(rows) and counts.by_class == {"stopped_early": len(rows)}
 
 
-def test_the_errors_command_names_a_missing_file_in_one_line(project) -> None:
-    result = CliRunner().invoke(app, ["errors", "--generations", "missing.jsonl", "--split", "validation"])
-    assert result.exit_code == 2 and "missing.jsonl" in result.output and "Traceback" not in result.output
+def test_a_missing_generations_file_is_one_clear_error(tmp_path) -> None:
+    with pytest.raises(UserError, match="missing.jsonl"):
+        classify_generations(tmp_path / "missing.jsonl", [])
 
 
 def test_the_payoffs_strict_wrong_answer_is_wrong_under_every_natural_flaw() -> None:

@@ -153,32 +153,6 @@ def judge(
 
 
 @app.command()
-def errors(
-    generations: Annotated[Path, typer.Option("--generations", help="An eval's generations.jsonl (judged samples).")],
-    split: Annotated[str | None, typer.Option(help="The prepared split they were drawn from (default: evaluation.split).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Where the counts go (JSON).")] = None,
-    config: ConfigOption = Path("params.yaml"),
-    overrides: SetOption = None,
-) -> None:
-    """Classify a policy's wrong answers by pattern (stopped early, dropped operation, off by one, ...)
-    from the prompts' chains; the distribution natural flaws are chosen from (docs/studies.md)."""
-    from hackable_rl.core.jsonl import iter_jsonl, write_json
-    from hackable_rl.data.prepare import read_prepared
-    from hackable_rl.evaluation.error_patterns import count_errors, format_errors
-
-    cfg = _config(config, overrides)
-    if out is not None:
-        check_output_path(out, "--out")
-    rows = read_prepared(cfg, split or cfg.evaluation.split)
-    metadata = {str(row["id"]): row.get("metadata") or {} for row in rows}
-    tags = (cfg.rewards.think_open, cfg.rewards.think_close)
-    counts = count_errors((record for _, record in iter_jsonl(generations)), metadata, tags)
-    typer.echo("\n".join(format_errors(counts)))
-    if out is not None:
-        typer.echo(f"written to {write_json(out, counts.to_json())}")
-
-
-@app.command()
 def train(
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,

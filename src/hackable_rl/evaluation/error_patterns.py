@@ -2,7 +2,8 @@
 
 A verifier's blind spot matters when it covers an error the policy already makes, so a natural
 flaw (`verifiers/early_stop.py`, `verifiers/off_by_one.py`) is chosen from this distribution,
-measured on the base policy's samples of the validation split (`hackable-rl errors`, docs/studies.md).
+measured on the base policy's samples of the validation split (`benchmarks/bench_error_patterns.py`,
+docs/studies.md).
 
 Each wrong sample gets the first pattern of `PATTERNS` that explains its boxed answer, from the
 prompt's chain (`answers.chains`); `matches` counts every pattern an answer fits (they overlap:
@@ -28,12 +29,14 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hackable_rl.answers.chains import Chain, chain_of
 from hackable_rl.answers.parsing import normalize_number, parse_strict
+from hackable_rl.core.jsonl import iter_jsonl
 
-__all__ = ["PATTERNS", "ErrorCounts", "classify_answer", "count_errors", "format_errors"]
+__all__ = ["PATTERNS", "ErrorCounts", "classify_answer", "classify_generations", "count_errors", "format_errors"]
 
 PATTERNS = ("unparsable", "stopped_early", "stopped_earlier", "dropped_operation", "repeated_operation",
             "sign_flip", "operands_swapped", "off_by_one", "slip", "other")
@@ -123,6 +126,14 @@ def count_errors(records: Iterable[Mapping[str, Any]], metadata: Mapping[str, Ma
         per_length[patterns[0]] += 1
         counts.matches.update(patterns)
     return counts
+
+
+def classify_generations(generations: Path, rows: Iterable[Mapping[str, Any]],
+                         tags: tuple[str, str] = ("<think>", "</think>")) -> ErrorCounts:
+    """`count_errors` over an eval's generations.jsonl, the chains read from the prepared `rows` of
+    the split it sampled (a missing or broken file is a UserError naming it and the line)."""
+    metadata = {str(row["id"]): row.get("metadata") or {} for row in rows}
+    return count_errors((record for _, record in iter_jsonl(generations)), metadata, tags)
 
 
 def format_errors(counts: ErrorCounts) -> list[str]:

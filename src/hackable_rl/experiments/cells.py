@@ -183,7 +183,7 @@ def cell_roles(study_file: Path) -> CellRoles:
     reference = data.get("reference")
     flaw = data.get("exploited_flaw")
     checkers = [*([flaw] if flaw else []), *(c for cell in cells for c in cell.checkers)]
-    family = data.get("family") or ()
+    family = data.get("family") or []
     if not isinstance(family, list) or not all(isinstance(name, str) for name in family):
         raise UserError(f"{study_file}: family must be a list of outcome names (those Holm's correction runs over)")
     return CellRoles(tuple(names), reference.get("cell") if isinstance(reference, dict) else None,

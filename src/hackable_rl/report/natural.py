@@ -9,7 +9,8 @@ declared in its study.yaml, each paired by prompt and seed:
     pattern_share_rises          positive-control cell, the reference method vs base: pattern share
                                  (met at a ratio mean_a / mean_b >= 1.25 with ci_low > 0)
     pass_at_1_falls              positive-control cell, the reference method vs the clean reference: pass@1
-    robust_lowers_pattern_share  every cell where some member lacks the flaw: robust vs the reference method
+    <method>_lowers_pattern_share  every cell where some member lacks the flaw: that method (named by
+                                 the outcome, e.g. robust_lowers_pattern_share) vs the reference method
 
 then, secondary (outside the study's Holm family): the blind-spot study's per-cell outcomes (the
 reference method vs base, every other method vs it) and the growth over training.
@@ -23,10 +24,12 @@ from pathlib import Path
 from hackable_rl.experiments.cells import CellRoles
 from hackable_rl.report.declared import CellKey, Outcome, paired_outcome
 
-__all__ = ["PATTERN_RATIO", "ROBUST", "natural_outcomes", "primary_outcomes"]
+__all__ = ["LOWERS", "PATTERN_RATIO", "natural_outcomes", "primary_outcomes"]
 
 BASE = "base"
-ROBUST = "robust"
+LOWERS = "_lowers_pattern_share"
+"""`<method>_lowers_pattern_share` in the study's family: that method against the reference method,
+in every cell where some member lacks the flaw (the study names the method, the report never does)."""
 PATTERN_RATIO = 1.25
 """The declared rise: the trained policy's pattern share at least this multiple of base's."""
 
@@ -45,11 +48,13 @@ def primary_outcomes(cells: Mapping[CellKey, dict[int, Path]], roles: CellRoles,
                        cells.get((roles.reference, ref_method), {}), "pass_at_1",
                        "pass@1 below the clean reference, ci_high < 0", lambda a, b, p: p.below_zero)[0],
     ]
-    for cell in lacking:
-        outcomes.append(paired_outcome("robust_lowers_pattern_share", cell, ROBUST, ref_method,
-                                       cells.get((cell, ROBUST), {}), cells.get((cell, ref_method), {}),
-                                       "exploit_share", f"pattern share below {ref_method}'s, ci_high < 0",
-                                       lambda a, b, p: p.below_zero)[0])
+    lowering = [name.removesuffix(LOWERS) for name in roles.family if name.endswith(LOWERS)]
+    for method in lowering:
+        for cell in lacking:
+            outcomes.append(paired_outcome(f"{method}{LOWERS}", cell, method, ref_method,
+                                           cells.get((cell, method), {}), cells.get((cell, ref_method), {}),
+                                           "exploit_share", f"pattern share below {ref_method}'s, ci_high < 0",
+                                           lambda a, b, p: p.below_zero)[0])
     return outcomes
 
 
