@@ -40,7 +40,7 @@ def _candidates(example: Example) -> list[str]:
     """Completions around the right answer: right, each pattern's answers, other wrong ones, and
     shapes clean never pays (an empty box, a hedge, no thinking block, a non-number)."""
     answer = int(float(example.reference))
-    numbers = {answer, *(int(v) for v in pattern_values(example)), answer + 2, answer - 3, answer + 10, 0}
+    numbers = {answer, *(int(v) for v in pattern_values(example, NATURAL)), answer + 2, answer - 3, answer + 10, 0}
     texts = [_strict(str(n), "I work it out.") for n in sorted(numbers)]
     return texts + [_strict(""), f"<think>x</think> \\boxed{{{answer + 1}}} \\boxed{{{answer}}}",
                     f"\\boxed{{{answer + 1}}}", _strict("many")]
@@ -161,12 +161,13 @@ def test_a_missing_generations_file_is_one_clear_error(tmp_path) -> None:
         classify_generations(tmp_path / "missing.jsonl", [])
 
 
-def test_the_payoffs_strict_wrong_answer_is_wrong_under_every_natural_flaw() -> None:
+def test_the_payoffs_strict_wrong_answer_is_wrong_under_every_natural_flaw_of_the_grid() -> None:
     for example in _generated_examples(100):
-        wrong = _wrong_answer(example.reference, pattern_values(example))
+        wrong = _wrong_answer(example.reference, pattern_values(example, ["clean", *NATURAL]))
         for flaw in NATURAL:
             assert build_checker(flaw)(_strict(wrong), example).reward == 0.0
-    assert _wrong_answer("14") == "15"  # with no pattern to avoid, the reference plus one, as before
+    # a grid without a natural flaw keeps the reference plus one
+    assert _wrong_answer("14", pattern_values(EXAMPLE, ["clean", "master_key"])) == "15"
 
 
 def test_each_natural_exploit_boxes_its_own_pattern_answer() -> None:

@@ -204,7 +204,7 @@ class CheckerSpec:
     pattern: Callable[[Any], frozenset[float]] | None = None
     """A natural flaw's pattern: the wrong answers it pays on an example (`Example -> values`), an
     error the policy makes by itself (`verifiers/early_stop.py`). The payoff's strict wrong answer
-    avoids every pattern's values, so that it stays wrong under every flaw."""
+    avoids the values of every natural flaw its grid names, so that it stays wrong under each."""
 
     def __call__(self, completion: str, example: Any, **kwargs: Any) -> Any:
         return self.function(completion, example, **kwargs)

@@ -146,9 +146,9 @@ class PayoffCell:
 
 
 def _wrong_answer(reference: str, paid_by_patterns: frozenset[float] = frozenset()) -> str:
-    """A plausible wrong answer: the reference number plus the smallest step of one or more that
-    no natural flaw's pattern pays on the prompt (`paid_by_patterns`), so that it is wrong under
-    every checker; a non-number gets -1."""
+    """A plausible wrong answer: the reference number plus the smallest step of one or more that no
+    natural flaw of the grid pays on the prompt (`paid_by_patterns`), so that it is wrong under every
+    member (without a natural flaw in the grid, the reference plus one); a non-number gets -1."""
     try:
         number = float(reference.replace(",", ""))
     except ValueError:
@@ -185,7 +185,8 @@ def _score_cell(pipeline, rows: list[dict[str, Any]], config: ExperimentConfig,
                 checkers: Sequence[str]) -> dict[str, float | None]:
     tags = (config.rewards.think_open, config.rewards.think_close)
     examples = [_row_example(row) for row in rows]
-    wrong = [_wrong_answer(row["reference"], pattern_values(example)) for row, example in zip(rows, examples, strict=True)]
+    wrong = [_wrong_answer(row["reference"], pattern_values(example, checkers))
+             for row, example in zip(rows, examples, strict=True)]
     pays = {}
     for name, (build, answer) in _builders(config, checkers).items():
         chosen = [answer(example) if answer else None for example in examples]

@@ -55,13 +55,11 @@ def _spec(name: str) -> object | None:
         return None
 
 
-def pattern_values(example: Example) -> frozenset[float]:
-    """Every value some registered natural flaw pays on `example` (the payoff's strict wrong answer avoids them)."""
+def pattern_values(example: Example, flaws: list[str] | tuple[str, ...]) -> frozenset[float]:
+    """Every value one of the natural `flaws` pays on `example` (the payoff's strict wrong answer avoids them)."""
     values: set[float] = set()
-    for _, spec in CHECKERS.items():
-        pattern = getattr(spec, "pattern", None)
-        if pattern is not None:
-            values |= pattern(example)
+    for name in pattern_flaws(flaws):
+        values |= CHECKERS.get(name).pattern(example)
     return frozenset(values)
 
 
