@@ -12,8 +12,10 @@ declared in its study.yaml, each paired by prompt and seed:
     <method>_lowers_pattern_share  every cell where some member lacks the flaw: that method (named by
                                  the outcome, e.g. robust_lowers_pattern_share) vs the reference method
 
-then, secondary (outside the study's Holm family): the blind-spot study's per-cell outcomes (the
-reference method vs base, every other method vs it) and the growth over training.
+then, secondary (outside the study's Holm family): `pass_at_1_falls_transferred`, the same read by
+the transferred judge (math-verify's own extraction: the result under both judges), the blind-spot
+study's per-cell outcomes (the reference method vs base, every other method vs it) and the growth
+over training.
 """
 
 from __future__ import annotations
@@ -64,4 +66,14 @@ def natural_outcomes(cells: Mapping[CellKey, dict[int, Path]], roles: CellRoles,
     that do not restate a primary one (robust vs the reference method where a member lacks the flaw)."""
     primary = primary_outcomes(cells, roles, ref_method, lacking)
     declared = {outcome.comparison for outcome in primary}
-    return [*primary, *(outcome for outcome in secondary if outcome.comparison not in declared)]
+    return [*primary, _transferred_pass_at_1(cells, roles, ref_method),
+            *(outcome for outcome in secondary if outcome.comparison not in declared)]
+
+
+def _transferred_pass_at_1(cells: Mapping[CellKey, dict[int, Path]], roles: CellRoles, ref_method: str) -> Outcome:
+    """`pass_at_1_falls` read by the transferred judge (another verifier family), beside the strict one."""
+    control = roles.positive_control or "-"
+    return paired_outcome("pass_at_1_falls_transferred", control, ref_method, f"{ref_method}@{roles.reference}",
+                          cells.get((control, ref_method), {}), cells.get((roles.reference, ref_method), {}),
+                          "pass_at_1_transfer", "pass@1 (transferred judge) below the clean reference, ci_high < 0",
+                          lambda a, b, p: p.below_zero)[0]
