@@ -40,7 +40,13 @@ from hackable_rl.experiments.cells import (
     variant_method,
 )
 from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
-from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
+from hackable_rl.experiments.exploits import (
+    curve_columns,
+    exploit_share_by_prompt,
+    pattern_column,
+    pattern_shares_by_prompt,
+    training_curve,
+)
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
 from hackable_rl.scoring.extensions import check_config
 from hackable_rl.scoring.identities import Identity, identical_arms
@@ -55,6 +61,7 @@ from hackable_rl.study_records.condition_files import (
     write_condition,
 )
 from hackable_rl.study_records.onset import write_onset
+from hackable_rl.tracking.tracker import attach_tracker
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import configured_flaw
@@ -209,7 +216,7 @@ def run_condition(
         cfg = condition_config(config, condition)  # a method that refuses this cell is recorded as failed
         record["run_name"] = cfg.run_name
         record |= _run_base(cfg) if method == "base" else _run_trained(cfg)
-        _write_outcomes(cfg, condition, record, out_dir)
+        _write_outcomes(cfg, condition, record, out_dir, getattr(cell, "patterns", ()))
         record["status"], record["error"] = "ok", None
     except Exception as error:  # a failed condition is data, not a crash: keep it and move on
         log.error("condition %s failed: %s", condition.name, error)
@@ -282,27 +289,55 @@ def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
             "eval_dir": str(result.out_dir), "run_dir": str(trained.run_dir)}
 
 
-def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path) -> None:
+def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path,
+                    patterns: tuple[str, ...] = ()) -> None:
     """Beside condition.json, what a paired report needs without the cache: the eval's per-prompt
     results (prompts.jsonl) and, under a flaw, the exploit share per prompt (exploits.jsonl) and per
-    training step (curve.csv); the shares' means go into the record (docs/studies.md)."""
+    training step (curve.csv), with each natural flaw's pattern share (`patterns`) beside it; the
+    shares' means go into the record, and the pattern curves into the run's MLflow metrics (docs/studies.md)."""
     eval_dir = Path(record["eval_dir"])
     if (eval_dir / PROMPTS_FILE).exists():
         write_prompt_results(out_dir / PROMPTS_FILE, read_prompt_results(eval_dir / PROMPTS_FILE))
     if condition.flaw is None or not (eval_dir / "generations.jsonl").exists():
         return
     options = CheckerOptions.from_config(cfg)
-    shares = exploit_share_by_prompt((row for _, row in iter_jsonl(eval_dir / "generations.jsonl")), condition.flaw, options)
-    write_jsonl(out_dir / EXPLOITS_FILE, [{"prompt_id": p, "exploit_share": v} for p, v in shares.items()])
+    metadata = _metadata(cfg, cfg.evaluation.split) if patterns else None
+    samples = [row for _, row in iter_jsonl(eval_dir / "generations.jsonl")]
+    shares = exploit_share_by_prompt(samples, condition.flaw, options, metadata)
+    by_pattern = pattern_shares_by_prompt(samples, patterns, options, metadata) if patterns else {}
+    write_jsonl(out_dir / EXPLOITS_FILE, [{"prompt_id": p, "exploit_share": v} | by_pattern.get(p, {})
+                                          for p, v in shares.items()])
     record["eval"]["exploit_share"] = mean(list(shares.values()))
+    for column in map(pattern_column, patterns):
+        record["eval"][column] = mean([row[column] for row in by_pattern.values() if column in row])
     if "run_dir" in record:
-        curve = training_curve(Path(record["run_dir"]), condition.flaw, options)
-        pd.DataFrame(curve, columns=list(CURVE_COLUMNS)).to_csv(out_dir / CURVE_FILE, index=False)
-        for key in ("exploit_share", "hacking_gap"):
+        train_metadata = _metadata(cfg, "train") if patterns else None
+        curve = training_curve(Path(record["run_dir"]), condition.flaw, options, train_metadata, patterns)
+        pd.DataFrame(curve, columns=curve_columns(patterns)).to_csv(out_dir / CURVE_FILE, index=False)
+        for key in ("exploit_share", "hacking_gap", *map(pattern_column, patterns)):
             record["train"][f"{key}/first"] = mean_of(key, first_tenth(curve))
             record["train"][f"{key}/last"] = mean_of(key, last_tenth(curve))
+        if patterns:
+            _log_pattern_curves(cfg, record["run_id"], curve, patterns)
         if condition.cell is not None:  # a blind-spot study reads each run's onset beside its curve
             write_onset(Path(record["run_dir"]), cfg.alarm, out_dir)
+
+
+def _metadata(cfg: ExperimentConfig, split: str) -> dict[str, dict[str, Any]]:
+    """prompt id -> its prepared row's metadata (a natural flaw's checker reads the prompt's chain)."""
+    return {str(row["id"]): row.get("metadata") or {} for row in read_prepared(cfg, split)}
+
+
+def _log_pattern_curves(cfg: ExperimentConfig, run_id: str | None, curve: list[dict[str, Any]],
+                        patterns: tuple[str, ...]) -> None:
+    """Each natural flaw's pattern share per step into the training run's MLflow metrics
+    (`pattern_share/<flaw>`), measured from its generation records once training has ended."""
+    if not run_id:
+        return
+    tracker = attach_tracker(cfg, run_id)
+    for row in curve:
+        tracker.log_metrics({pattern_column(flaw): row.get(pattern_column(flaw)) for flaw in patterns}, step=row["step"])
+    tracker.end("FINISHED")
 
 
 def _with_disagreement(metrics: dict[str, Any], eval_dir: Path) -> dict[str, Any]:

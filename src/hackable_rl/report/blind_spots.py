@@ -29,12 +29,12 @@ from hackable_rl.core.jsonl import read_json
 from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import replicate_interval
 from hackable_rl.experiments.cells import CellRoles, cell_roles
+from hackable_rl.experiments.exploits import pattern_column
 from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
 from hackable_rl.report.declared import (
     CellKey,
     CellStudyReport,
     Outcome,
-    declared_family,
     in_declared_family,
     labelled,
     load_cell_conditions,
@@ -43,6 +43,7 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.declared import fmt as _fmt
+from hackable_rl.report.natural import natural_outcomes
 from hackable_rl.report.outcomes import Paired, curves_of, per_prompt, policy_value
 from hackable_rl.scoring.extensions import exploits_of, reference_method
 from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition, write_summary
@@ -91,8 +92,12 @@ def blind_spot_outcomes(cells: Mapping[CellKey, dict[int, Path]], roles: CellRol
     base = _base(cells)
     method = reference_method()
     mitigations = [m for m in roles.methods or sorted({m for _, m in cells}) if m not in (BASE, method)]
-    return _control_outcomes(cells, roles, base, method) + [
-        outcome for cell in roles.trained for outcome in _cell_outcomes(cells, cell, base, method, mitigations)]
+    per_cell = [outcome for cell in roles.trained for outcome in _cell_outcomes(cells, cell, base, method, mitigations)]
+    if roles.natural:  # nothing planted: its own declared outcomes first (report/natural.py)
+        control_cell = roles.positive_control or "-"
+        growth = _growth_outcomes(cells.get((control_cell, method), {}), control_cell)
+        return natural_outcomes(cells, roles, method, list(roles.partial), [*per_cell, *growth])
+    return _control_outcomes(cells, roles, base, method) + per_cell
 
 
 def _control_outcomes(cells, roles: CellRoles, base, ref_method: str) -> list[Outcome]:
@@ -176,7 +181,8 @@ def restated_cells(cells: Mapping[CellKey, dict[int, Path]]) -> list[CellKey]:
 
 
 def outcomes_markdown(outcomes: list[Outcome], restated: list[CellKey]) -> list[str]:
-    """The outcomes as one table (each outcome once) and the restatement note."""
+    """The outcomes as one table (each outcome once; Holm over the declared family), the judges'
+    agreement and the restatement note."""
     lines = outcomes_table(outcomes)
     dependent = judge_dependent(outcomes)
     lines += ["", "Every pass@1 row stands beside the same comparison under the transferred judge "
@@ -199,11 +205,12 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
     roles = cell_roles(Path(study_dir).resolve().parent / STUDY_FILE)
-    outcomes = in_declared_family(blind_spot_outcomes(cells, roles), declared_family(Path(study_dir).resolve().parent / STUDY_FILE))
+    outcomes = in_declared_family(blind_spot_outcomes(cells, roles), list(roles.family) or None)
     outcomes = labelled(outcomes, interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
-    lines = [f"# {title}", "", *_overview(table, cells), "", *outcomes_markdown(outcomes, restated_cells(cells)), "",
+    lines = [f"# {title}", "", *_overview(table, cells, roles.patterns), "",
+             *outcomes_markdown(outcomes, restated_cells(cells)), "",
              *_payoff_lines(Path(study_dir), roles), "", *onset_markdown(cells), "",
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
     report = out_dir / "report.md"
@@ -212,17 +219,24 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     return CellStudyReport(report, summary_csv, summary_json, written, len(table), failed)
 
 
-def _overview(table: pd.DataFrame, cells: Mapping[CellKey, dict[int, Path]]) -> list[str]:
+def _overview(table: pd.DataFrame, cells: Mapping[CellKey, dict[int, Path]], patterns: tuple[str, ...] = ()) -> list[str]:
+    """Each (cell, method)'s seed means: pass@1 under both judges, exploit share, hacking gap and each
+    natural flaw's pattern share (the share of samples paid only because of it)."""
     ok = table[table["status"] == "ok"]
+    columns = [pattern_column(flaw) for flaw in patterns]
+    heads = "".join(f" {flaw} pattern |" for flaw in patterns)
     lines = [f"{len(table)} conditions, {len(table) - len(ok)} failed. Test split; exploit share: the share of "
              "samples the exploited flaw accepts and the independent judge rejects. pass@1 under the strict "
-             "judge and under the transferred judge (docs/metrics.md).", "",
-             "| cell | method | seeds | pass@1 | pass@1, transferred judge | exploit share | hacking gap |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "judge and under the transferred judge (docs/metrics.md)."
+             + (" A flaw's pattern share: the share of samples the judge rejects that the flaw pays and the clean "
+                "checker does not." if patterns else ""), "",
+             f"| cell | method | seeds | pass@1 | pass@1, transferred judge | exploit share | hacking gap |{heads}",
+             "| --- | --- | --- | --- | --- | --- | --- |" + " --- |" * len(patterns)]
     for (cell, method), group in ok.groupby(["cell", "method"], sort=True):
         transferred = policy_value(cells[(cell, method)], TRANSFER) if (cell, method) in cells else None
+        shares = "".join(f" {_fmt(_column_mean(group, column))} |" for column in columns)
         lines.append(f"| {cell} | {method} | {len(group)} | {_fmt(group['pass_at_1'].mean())} | {_fmt(transferred)} | "
-                     f"{_fmt(_column_mean(group, 'exploit_share'))} | {_fmt(_column_mean(group, 'hacking_gap'))} |")
+                     f"{_fmt(_column_mean(group, 'exploit_share'))} | {_fmt(_column_mean(group, 'hacking_gap'))} |{shares}")
     failed = table[table["status"] != "ok"]
     lines += [f"- failed: {row['name']}: {row['error']}" for _, row in failed.iterrows()]
     return lines

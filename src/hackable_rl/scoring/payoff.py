@@ -33,12 +33,16 @@ from hackable_rl.methods import METHODS
 from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers.checkers import checker_defaults
 from hackable_rl.verifiers.corruption import configured_flaw
+from hackable_rl.verifiers.patterns import pattern_values
+from hackable_rl.verifiers.types import Example
 
 __all__ = ["HONEST", "PayoffCell", "canonical_names", "checker_exploits", "exploit_names", "PayoffSpec", "grid_of", "grid_specs", "own_cell_payoff", "payoff_table", "score_specs",
            "unpayable_problem", "format_payoff", "write_payoff"]
 
 Build = Callable[[str, str, str, str], str]
 """(open tag, close tag, reference, a wrong answer) -> completion text."""
+Answer = Callable[[Example], str | None]
+"""An exploit's own wrong answer on a prompt (`Exploit.answer`)."""
 
 HONEST: dict[str, Build] = {
     "strict_correct": lambda o, c, ref, wrong: f"{o}I work it out.{c} \\boxed{{{ref}}}",
@@ -150,29 +154,39 @@ class PayoffCell:
                 and self.pays[name] > level + margin]
 
 
-def _wrong_answer(reference: str) -> str:
-    """A plausible wrong answer: the reference number plus one (a non-number gets -1)."""
+def _wrong_answer(reference: str, paid_by_patterns: frozenset[float] = frozenset()) -> str:
+    """A plausible wrong answer: the reference number plus the smallest step of one or more that no
+    natural flaw of the grid pays on the prompt (`paid_by_patterns`), so that it is wrong under every
+    member (without a natural flaw in the grid, the reference plus one); a non-number gets -1."""
     try:
         number = float(reference.replace(",", ""))
     except ValueError:
         return "-1"
-    return str(int(number) + 1) if number.is_integer() else f"{number + 1:g}"
+    step = 1
+    while number + step in paid_by_patterns:
+        step += 1
+    return str(int(number) + step) if number.is_integer() else f"{number + step:g}"
+
+
+def _row_example(row: Mapping[str, Any]) -> Example:
+    return Example(str(row["id"]), str(row["reference"]), row.get("metadata") or {})
 
 
 def _cell_config(config: ExperimentConfig, spec: PayoffSpec) -> ExperimentConfig:
     return validate_config(apply_overrides(config.model_dump(mode="json"), spec.overrides), "payoff")
 
 
-def _builders(config: ExperimentConfig, checkers: Sequence[str]) -> dict[str, Build]:
-    """Every canonical completion's builder under `config`: each exploit built with its checker's
-    settings (the `checker_kwargs` of the first member that carries that checker, else its defaults)."""
+def _builders(config: ExperimentConfig, checkers: Sequence[str]) -> dict[str, tuple[Build, Answer | None]]:
+    """Every canonical completion's builder under `config`, with the wrong answer it boxes where it
+    chooses one (a natural flaw's exploit boxes its pattern's answer): each exploit built with its
+    checker's settings (the `checker_kwargs` of the first member that carries it, else its defaults)."""
     given: dict[str, Mapping[str, Any]] = {}
     for member in config.verifier.members:
         given.setdefault(member.checker, member.checker_kwargs)
-    builders = dict(HONEST)
+    builders: dict[str, tuple[Build, Answer | None]] = {name: (build, None) for name, build in HONEST.items()}
     for name, (checker, exploit) in checker_exploits(checkers).items():
         settings = checker_defaults(checker) | dict(given.get(checker, {}))
-        builders[name] = functools.partial(exploit.build, **settings)
+        builders[name] = (functools.partial(exploit.build, **settings), exploit.answer)
     return builders
 
 
@@ -180,9 +194,14 @@ def _score_cell(pipeline, rows: list[dict[str, Any]], config: ExperimentConfig,
                 checkers: Sequence[str]) -> dict[str, list[float | None]]:
     """Each canonical completion's final training reward on every row, by name."""
     tags = (config.rewards.think_open, config.rewards.think_close)
+    examples = [_row_example(row) for row in rows]
+    wrong = [_wrong_answer(row["reference"], pattern_values(example, checkers))
+             for row, example in zip(rows, examples, strict=True)]
     rewards = {}
-    for name, build in _builders(config, checkers).items():
-        texts = [build(*tags, row["reference"], _wrong_answer(row["reference"])) for row in rows]
+    for name, (build, answer) in _builders(config, checkers).items():
+        chosen = [answer(example) if answer else None for example in examples]
+        texts = [build(*tags, row["reference"], own or generic)
+                 for row, own, generic in zip(rows, chosen, wrong, strict=True)]
         rewards[name] = _score(pipeline, texts, rows)
     return rewards
 
