@@ -72,7 +72,7 @@ cells:
   k3: [early_stop, early_stop, early_stop]
 reference: {cell: clean, members: [clean, clean, clean]}
 methods: [base, baseline, robust]
-seeds: [0]
+seeds: [0, 1, 2, 3, 4]
 primary_outcomes: [pattern_share_rises, pass_at_1_falls, robust_lowers_pattern_share]
 family: [pattern_share_rises, pass_at_1_falls, robust_lowers_pattern_share]
 """
