@@ -139,7 +139,10 @@ def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str
     experiment_id = client.get_run(run_id).info.experiment_id
     tracing = TracingClient(client.tracking_uri)
     now_ms = int(time.time() * 1000)
-    built = [step_trace(run_id, experiment_id, name, rows, tags, now_ms) for name, rows, tags in traces]
+    # A millisecond apart in the order sent (steps ascending): the Traces list, newest first, then
+    # shows each flush's latest step on top, so a run's last step is among the first rows.
+    built = [step_trace(run_id, experiment_id, name, rows, tags, now_ms + position)
+             for position, (name, rows, tags) in enumerate(traces)]
     if built:  # a step sent again (a resume, `sync`): the store holds each trace once
         tracing.delete_traces(experiment_id, trace_ids=[info.trace_id for info, _ in built])
     for info, spans in built:
