@@ -130,8 +130,8 @@ def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str
     on) and one JSON file of spans in the trace's artifact folder, which the UI reads when a trace is
     opened. Why not the store's span table (`log_spans`): it costs about 1 ms a span (a SQL row each,
     and MLflow's per-span translation), 4.4% of a main-job step against 1.0% for one file per step
-    (`benchmarks/bench_generation_traces.py`). The price: span text is not searched by the Traces
-    list's search box, which finds traces by name, previews and tags."""
+    (`benchmarks/bench_generation_traces.py`). The price: the Traces list's search box matches span
+    text in the store, so it finds none of these; the list's tag filters (`step`, verdicts) do."""
     import time
 
     from mlflow.tracing.client import TracingClient
