@@ -1,11 +1,19 @@
 """What the MLflow traces of the generation records cost per training step, on the embedded SQLite store.
 
 Measures, in one process and one store, a step of `--completions` records (the main job's 64) written
-as the trace the project logs (one trace per step, one span per completion, `tracking/traces.py`),
-against the design it rejected (one trace per completion with two assessments, the verifier's reward
-and the judge's verdict, which would let the Traces list filter by verdict directly). Prints seconds
-per step of each, their ratio, and each as a share of a training step of `--step-seconds` (default:
-the main job's 2.166 s per GRPO step, docs/results.md).
+three ways, each `--steps` steps sent `--per-flush` steps a call (a checkpoint's flush):
+
+- the project's writer (`tracking/traces.py`): one trace per step, its row in the store and its spans
+  (one per completion) as one JSON file in the trace's artifact folder;
+- the same traces with their spans in the store's span table (`log_spans`, one SQL row per span): the
+  writer the project used before, the baseline of the ratio printed last;
+- the design rejected first: one trace per completion with two assessments (the verifier's reward and
+  the judge's verdict), which would let the Traces list filter by verdict directly.
+
+Prints milliseconds per step of each and each as a share of a training step of `--step-seconds`
+(default: the main job's 2.166 s per GRPO step on this machine, docs/results.md). The three are timed
+in turn in one process, so a load on the machine weighs on all of them; the ratios are the figures to
+compare across runs.
 
     python benchmarks/bench_generation_traces.py [--steps 50] [--per-flush 50] [--completions 64] [--step-seconds 2.166]
 """
@@ -35,26 +43,44 @@ def _row(index: int, step: int) -> dict:
     }
 
 
-def time_step_traces(client, run_id: str, steps: int, completions: int, per_flush: int) -> float:
-    """Seconds per step of writing `steps` steps as traces, `per_flush` steps a call (a checkpoint's flush)."""
-    from hackable_rl.tracking.traces import step_trace_name, write_traces
+def _steps(first: int, steps: int, completions: int) -> list[tuple[str, list[dict], dict[str, str]]]:
+    from hackable_rl.tracking.traces import step_trace_name
 
-    traces = [
-        (step_trace_name(step), [_row(index, step) for index in range(completions)], {"run_name": "bench", "step": str(step)})
-        for step in range(1, steps + 1)
-    ]
+    return [(step_trace_name(step), [_row(index, step) for index in range(completions)],
+             {"run_name": "bench", "step": str(step)}) for step in range(first, first + steps)]
+
+
+def _per_step(write, traces: list, per_flush: int) -> float:
+    """Seconds per step of `write(traces)`, `per_flush` steps a call."""
     started = time.perf_counter()
-    for first in range(0, steps, per_flush):
-        write_traces(client, run_id, traces[first : first + per_flush])
-    return (time.perf_counter() - started) / steps
+    for first in range(0, len(traces), per_flush):
+        write(traces[first : first + per_flush])
+    return (time.perf_counter() - started) / len(traces)
 
 
-def time_completion_traces(client, run_id: str, completions: int) -> float:
-    """One step as one trace per completion (one span, two assessments), written the same direct way."""
-    from mlflow.entities import AssessmentSource, Feedback
+def write_with_span_rows(client, run_id: str, traces: list) -> None:
+    """The baseline: the same trace rows, and every span a row of the store's span table."""
+    from mlflow.entities.span import Span
     from mlflow.tracing.client import TracingClient
 
     from hackable_rl.tracking.traces import step_trace
+
+    experiment_id = client.get_run(run_id).info.experiment_id
+    tracing = TracingClient(client.tracking_uri)
+    now_ms = int(time.time() * 1000)
+    built = [step_trace(run_id, experiment_id, name, rows, tags, now_ms) for name, rows, tags in traces]
+    tracing.delete_traces(experiment_id, trace_ids=[info.trace_id for info, _ in built])
+    for info, _ in built:  # the trace rows first: spans of a trace the store holds only add rows
+        tracing.start_trace(info)
+    tracing.log_spans(experiment_id, [Span.from_dict(span) for _, spans in built for span in spans])
+
+
+def time_completion_traces(client, run_id: str, completions: int) -> float:
+    """One step as one trace per completion (its span, two assessments), spans stored as the project does."""
+    from mlflow.entities import AssessmentSource, Feedback
+    from mlflow.tracing.client import TracingClient
+
+    from hackable_rl.tracking.traces import _upload_spans, step_trace
 
     experiment_id = client.get_run(run_id).info.experiment_id
     tracing = TracingClient(client.tracking_uri)
@@ -68,8 +94,7 @@ def time_completion_traces(client, run_id: str, completions: int) -> float:
             Feedback(name="verifier", value=row["reward"], source=source, trace_id=info.trace_id),
             Feedback(name="judge", value=row["correct"], source=source, trace_id=info.trace_id),
         ]
-        tracing.log_spans(experiment_id, spans)
-        tracing.start_trace(info)
+        _upload_spans(tracing.start_trace(info), spans)
     return time.perf_counter() - started
 
 
@@ -82,18 +107,25 @@ def main() -> None:
     args = parser.parse_args()
     from mlflow import MlflowClient
 
+    from hackable_rl.tracking.traces import write_traces
+
     with tempfile.TemporaryDirectory() as scratch:
         client = MlflowClient(f"sqlite:///{Path(scratch) / 'mlflow.db'}")
         experiment = client.create_experiment("bench", artifact_location=(Path(scratch) / "artifacts").as_uri())
         run_id = client.create_run(experiment).info.run_id
-        time_step_traces(client, run_id, 1, args.completions, 1)  # warm-up: imports, the first queries
-        per_step = time_step_traces(client, run_id, args.steps, args.completions, args.per_flush)
+        project = lambda traces: write_traces(client, run_id, traces)  # noqa: E731
+        span_rows = lambda traces: write_with_span_rows(client, run_id, traces)  # noqa: E731
+        for write in (project, span_rows):  # warm-up: imports, the first queries
+            _per_step(write, _steps(10_000, 1, args.completions), 1)
+        timed = {"project": _per_step(project, _steps(1, args.steps, args.completions), args.per_flush),
+                 "span rows": _per_step(span_rows, _steps(1_000, args.steps, args.completions), args.per_flush)}
         per_completion = time_completion_traces(client, run_id, args.completions)
-    print(f"one trace per step ({args.completions} spans): {per_step * 1000:.0f} ms per step ({args.steps} "
-          f"steps, {args.per_flush} a flush), {per_step / args.step_seconds:.1%} of a {args.step_seconds} s training step")
-    print(f"one trace per completion (+2 assessments): {per_completion * 1000:.0f} ms per step, "
-          f"{per_completion / args.step_seconds:.1%} of a training step")
-    print(f"ratio per-completion / per-step traces: {per_completion / per_step:.1f}")
+    share = lambda seconds: f"{seconds * 1000:.0f} ms per step, {seconds / args.step_seconds:.1%} of a {args.step_seconds} s training step"  # noqa: E731
+    print(f"{args.steps} steps of {args.completions} completions, {args.per_flush} steps a flush:")
+    print(f"  one trace per step, spans in one file per trace (the project): {share(timed['project'])}")
+    print(f"  one trace per step, spans as rows of the store's span table:  {share(timed['span rows'])}")
+    print(f"  one trace per completion (+2 assessments):                   {share(per_completion)}")
+    print(f"ratio span rows / project: {timed['span rows'] / timed['project']:.2f}")
 
 
 if __name__ == "__main__":

@@ -107,3 +107,15 @@ def test_a_study_temp_workspace_maps_back_to_the_study_folder(tmp_path):
     temp = study / ".dvc" / "tmp" / "exps" / "standalone" / "tmpab12" / "pipelines" / "smollm2_gsm8k"
     temp.mkdir(parents=True)
     assert project_root(temp) == project_root(study) == study
+
+
+def test_the_plots_page_carries_its_own_vega_and_loads_nothing_from_a_network():
+    """`dvc plots show` fills .dvc/plots_page.html (.dvc/config); DVC's own page loads Vega from a CDN."""
+    config = (REPO / ".dvc" / "config").read_text()
+    assert re.search(r"^\[plots\]\n\s+html_template = plots_page.html$", config, re.M), config
+    page = (REPO / ".dvc" / "plots_page.html").read_text()
+    assert "{plot_divs}" in page and "{scripts}" not in page  # no place for DVC's CDN script tags
+    assert not re.search(r"<script[^>]+src=", page)
+    # the three libraries each plot's inline vegaEmbed(...) call needs, at the versions dvc-render asks for
+    for defined in ('.vega={}', '.vegaLite={}', "vegaEmbed", '"5.20.2"', '"5.2.0"', '"6.18.2"'):
+        assert defined in page, defined

@@ -31,8 +31,8 @@ def test_eval_run_id_promote_and_learning_curve(project):
     after = client.get_run(trained.run_id)
     # logged into the training run, which stays as training left it (no reopening, no new end time)
     assert (after.info.status, after.info.end_time) == (before.status, before.end_time) == ("FINISHED", before.end_time)
-    assert {"eval_pass_at_1", "eval_hacking_gap"} <= set(after.data.metrics)  # the runs table's columns
-    assert not any(key.startswith(("eval", "final/")) for key in set(after.data.metrics) - {"eval_pass_at_1", "eval_hacking_gap"})
+    assert {"Headline/eval_pass_at_1", "Headline/eval_hacking_gap"} <= set(after.data.metrics)  # the runs table's columns
+    assert not any(key.startswith(("eval", "final/", "Headline/eval")) for key in set(after.data.metrics) - {"Headline/eval_pass_at_1", "Headline/eval_hacking_gap"})
     assert "### Evaluation, step-3" in after.data.tags["mlflow.note.content"]
     assert "### Training" in after.data.tags["mlflow.note.content"]
     listed = {entry["path"] for entry in json.loads(after.data.tags["mlflow.loggedArtifacts"])}
@@ -45,6 +45,10 @@ def test_eval_run_id_promote_and_learning_curve(project):
     traces = {t.info.tags["mlflow.traceName"]: t for t in found}
     assert {"eval step-3", "eval step-3 greedy", "step 00003"} <= set(traces)
     assert len(traces["eval step-3"].data.spans) == 1 + 4 * 2
+    # the same checkpoint evaluated again gives the same numbers at the same step and time: one point
+    again = runner.invoke(app, ["eval", "--run-id", trained.run_id])
+    assert again.exit_code == 0, again.output
+    assert [p.step for p in client.get_metric_history(trained.run_id, "Headline/eval_pass_at_1")] == [3]
     out = project / "cache/artifacts/eval/baseline-flip-r0.2-s0/step-3"
     records = read_jsonl(out / "generations.jsonl")
     assert len(records) == 4 * 2  # max_prompts x n

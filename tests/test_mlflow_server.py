@@ -26,6 +26,7 @@ import pytest
 from mlflow import MlflowClient
 
 from hackable_rl.core.jsonl import read_jsonl
+from hackable_rl.tracking.views import chart_name
 from mlflow_server_fixture import Server, server_fixture  # noqa: F401 (the `server` fixture)
 
 pytestmark = pytest.mark.slow
@@ -105,8 +106,13 @@ def _assert_every_point_once(client: MlflowClient, run_id: str, run_dir: Path) -
     """Each metric of each step of metrics.jsonl is on the server once, with its value."""
     local = _local_points(run_dir)
     assert "judge/correctness" in local and "trl/loss" in local
+    tags = client.get_run(run_id).data.tags
     for key, by_step in local.items():
-        history = client.get_metric_history(run_id, key)
+        if f"constant.{key}" in tags:  # a flat diagnostic: one tag, no chart (training/constant_series.py)
+            assert {float(tags[f"constant.{key}"])} == set(by_step.values()), key
+            assert not client.get_metric_history(run_id, key), key
+            continue
+        history = client.get_metric_history(run_id, chart_name(key))
         steps = [point.step for point in history]
         assert sorted(steps) == sorted(by_step), f"{key}: server has steps {sorted(steps)}, run {sorted(by_step)}"
         for point in history:

@@ -83,7 +83,7 @@ def test_dvc_repro_and_exp_run(tmp_path, tiny_params_writer):
     assert kinds == ["eval"] * 3 + ["train"] * 6 + ["warmstart"] * 3
     trained = next(run for run in runs if run.data.tags["hackable_rl.kind"] == "train"
                    and run.data.tags["corruption.rate"] == "0.2")
-    assert "eval_pass_at_1" in trained.data.metrics
+    assert "Headline/eval_pass_at_1" in trained.data.metrics
     assert client.search_model_versions("name='tests-policy-corrupted'")
     assert client.search_model_versions("name='tests-policy-clean'")
 

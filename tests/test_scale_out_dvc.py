@@ -250,13 +250,15 @@ def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ra
         runs = _runs_of(client, name)
         kinds = sorted((run.data.tags["hackable_rl.kind"], run.info.status) for run in runs)
         assert kinds == [("eval", "FINISHED")] * 3 + [("train", "FINISHED")] * 3, (name, kinds)  # three replicates
-        assert all("eval_pass_at_1" in run.data.metrics for run in runs), name  # the base eval's, the trained ones'
+        assert all("Headline/eval_pass_at_1" in run.data.metrics for run in runs), name  # the base eval's, the trained ones'
         trained = [run for run in runs if run.data.tags["hackable_rl.kind"] == "train"]
         assert {run.data.tags["corruption.rate"] for run in trained} == {str(rate)}
         assert {run.info.run_id for run in trained} == {run_id for exp, run_id in versions_of if exp == name}
         model = "tests-policy-" + ("clean" if rate == 0 else "corrupted")
         for run in trained:
-            assert {"judge/correctness", "trl/loss"} <= set(run.data.metrics), (name, sorted(run.data.metrics))
+            assert "judge/correctness" in run.data.metrics, (name, sorted(run.data.metrics))
+            # the loss is a chart, or a tag where it stayed flat (training/constant_series.py)
+            assert "trl/loss" in run.data.metrics or "constant.trl/loss" in run.data.tags, name
             # one Model Registry version per permanent checkpoint (trainer.permanent_steps [1], and the last)
             versions = client.search_model_versions(f"run_id = '{run.info.run_id}'")
             assert {v.name for v in versions} == {model}, (name, versions)

@@ -118,7 +118,7 @@ def test_ui_prints_the_runs_table_view_and_the_traces_and_refuses_a_taken_port_i
     assert urls["runs"] == f"{page}/runs?viewStateShareKey={RUNS_VIEW_KEY}&workflowType=machine_learning"
     assert urls["generations (traces)"] == f"{page}/traces"
     view = json.loads(experiment.tags[f"mlflow.sharedViewState.{RUNS_VIEW_KEY}"])
-    assert view["selectedColumns"][:2] == ["metrics.`eval_pass_at_1`", "metrics.`eval_hacking_gap`"]
+    assert view["selectedColumns"][:2] == ["metrics.`Headline/eval_pass_at_1`", "metrics.`Headline/eval_hacking_gap`"]
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

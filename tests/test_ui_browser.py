@@ -90,7 +90,8 @@ def test_a_person_finds_a_paid_but_wrong_completion_and_the_runs_pass_at_1(proje
     driver = _browser()
     try:
         driver.get(pages["runs"])
-        assert driver.find_elements(By.XPATH, "//*[normalize-space(text())='eval_pass_at_1']")  # a column, unasked
+        # a column, unasked (the header shows the key, or its last part under the section's name)
+        assert driver.find_elements(By.XPATH, "//*[contains(normalize-space(text()), 'eval_pass_at_1')]")
         driver.save_screenshot(str(tmp_path / "1-runs.png"))
 
         driver.get(pages["generations (traces)"])
@@ -103,8 +104,14 @@ def test_a_person_finds_a_paid_but_wrong_completion_and_the_runs_pass_at_1(proje
         clicks += 2
         verdict = driver.find_element(By.XPATH, "//*[starts-with(normalize-space(text()), 'PAID-WRONG: reward')]")
         assert "judge wrong" in verdict.text and clicks <= 3
-        assert driver.find_elements(By.XPATH, "//*[normalize-space(text())='completion']")
+        completion = driver.find_element(By.XPATH, "//*[normalize-space(text())='completion']")
         driver.save_screenshot(str(tmp_path / "2-paid-but-wrong.png"))
+        # completion and verdicts on one screen, nothing to scroll sideways to: inside the window's width
+        width = driver.execute_script("return window.innerWidth")
+        for element in (verdict, completion):
+            box = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right]", element)
+            assert 0 <= box[0] and box[1] <= width, (element.text, box, width)
+        assert driver.execute_script("return document.scrollingElement.scrollWidth") <= width
     finally:
         driver.quit()
         os.killpg(server.pid, 15)

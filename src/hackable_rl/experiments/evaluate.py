@@ -4,7 +4,7 @@
     checkpoint (--step N, default the last) -> n samples per held-out prompt -> independent judge
     + the run's training verifier on the same samples -> spec section 6 metrics
     -> artifacts/eval/<run>/step-N/{generations.jsonl, metrics.json} -> the same MLflow run, left
-    FINISHED (eval_pass_at_1 and eval_hacking_gap, the eval/samples.json table, its description)
+    FINISHED (Headline/eval_pass_at_1 and Headline/eval_hacking_gap, the eval/samples.json table, its description)
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from hackable_rl.tracking.models_registry import find_version, mark_evaluated, r
 from hackable_rl.tracking.provenance import dataset_input
 from hackable_rl.tracking.runs import artifact_path_of, download_run_file, fetch_run, require_client
 from hackable_rl.tracking.tables import EVAL_SAMPLES_TABLE
+from hackable_rl.tracking.views import EVAL_HACKING_GAP, EVAL_PASS_AT_1
 from hackable_rl.training.identity import RunIdentity
 
 log = logging.getLogger(__name__)
@@ -262,10 +263,9 @@ def write_zero_shot(records: list[dict[str, Any]], path: Path) -> int:
 
 # The evaluation metrics logged as MLflow metrics, at the checkpoint's step (one point per evaluated
 # checkpoint, a curve under `--all-steps`), so that the runs table can show them as columns; the rest
-# is in `eval/step-N/metrics.json` and the run's description, not single-point charts. No `/` in the
-# names: MLflow draws `prefix/` sections in alphabetical order and unprefixed metrics last, so these
-# come after the training curves (and `hacking_gap` alone is the per-step training curve).
-EVAL_CURVES = {"pass_at_1": "eval_pass_at_1", "hacking_gap": "eval_hacking_gap"}
+# is in `eval/step-N/metrics.json` and the run's description, not single-point charts. Their names put
+# them in the charts' first section, beside the per-step training gap (`tracking/views.py`).
+EVAL_CURVES = {"pass_at_1": EVAL_PASS_AT_1, "hacking_gap": EVAL_HACKING_GAP}
 # The first columns of the samples table: MLflow's "Artifact evaluation" view groups by the first column and
 # compares the second, so runs line up prompt by prompt, completion against completion.
 _SAMPLE_LEAD = ("prompt", "completion", "correct", "reward")

@@ -27,8 +27,10 @@ from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
 from hackable_rl.tracking import Tracker
 from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.tracking.traces import step_trace_name
+from hackable_rl.tracking.views import chart_names
 from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm, StepSignals, step_signals
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
+from hackable_rl.training.constant_series import ConstantSeries, constant_tags, released_in
 from hackable_rl.training.recorder import GenerationRecorder, step_file
 from hackable_rl.training.step_metrics import step_metrics
 
@@ -65,6 +67,7 @@ class RunCallback(TrainerCallback):
         self.last_row: dict[str, Any] = {}  # the metrics row of the step logged last (console progress reads it)
         self.alarm = OnsetAlarm(run.alarm)
         self._signals: StepSignals | None = None  # the step's alarm signals, until its log brings the entropy
+        self.constant_series = ConstantSeries()  # flat diagnostics stay out of the charts (tags at the end)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         step = state.global_step
@@ -133,6 +136,7 @@ class RunCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.flush_to_tracker()
+        self.run.tracker.set_tags(constant_tags(self.run.recorder.metrics_rows(), self.constant_series.released))
         if self.summary:  # the Trainer's totals: a summary file, not single-point charts
             self.run.tracker.log_dict(self.summary, "summary/trainer.json")
 
@@ -141,6 +145,7 @@ class RunCallback(TrainerCallback):
         (a kill between writing a checkpoint and flushing it to MLflow); `events` is the run's event log.
         The alarm gets back its history up to `step`."""
         self._rewind_alarm(step)
+        self.constant_series.released |= released_in(events)
         sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
         sent_tables = _tabled_step_files(events)
         sent_versions = {e["artifact_path"] for e in events if e["event"] == "register"}
@@ -168,8 +173,9 @@ class RunCallback(TrainerCallback):
     def flush_to_tracker(self) -> None:
         """Sends buffered step metrics, generation tables and permanent checkpoints to MLflow."""
         tracker = self.run.tracker
-        for step, row in self._pending_metrics:
-            tracker.log_metrics(row, step=step)
+        history = self.run.recorder.metrics_rows() if self._pending_metrics else []
+        for step, row in self.constant_series.points_to_send(self._pending_metrics, history):
+            tracker.log_metrics(chart_names(row), step=step)
         if self.run.log_tables:
             for first, last in sorted({block_bounds(step) for step in self._pending_tables}):
                 files = _block_files(self.run.recorder.generations_dir, first, last)
