@@ -17,6 +17,7 @@ import typer
 import yaml
 
 from hackable_rl import __version__
+from hackable_rl.cli_alarm import alarm_bench
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import describe_fields
@@ -112,10 +113,8 @@ def judge(
     input: Annotated[Path, typer.Option("--input", "-i", help="JSONL of completions to judge.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the judged JSONL.")],
     completion_field: Annotated[str, typer.Option(help="Field holding the completion text.")] = "completion",
-    reference_field: Annotated[
-        str,
-        typer.Option(help="Field holding the reference: GSM8K '#### N', a MATH \\boxed solution, or a bare answer."),
-    ] = "reference",
+    reference_field: Annotated[str, typer.Option(
+        help="Field holding the reference: GSM8K '#### N', a MATH \\boxed solution, or a bare answer.")] = "reference",
     extract: Annotated[
         str,
         typer.Option(
@@ -128,14 +127,10 @@ def judge(
     ] = "auto",
     rel_tol: Annotated[float, typer.Option(help="Relative tolerance of numeric comparison.")] = 1e-6,
     timeout_s: Annotated[float, typer.Option(help="Per-call math-verify timeout in seconds.")] = 2.0,
-    decimal_comma: Annotated[
-        bool,
-        typer.Option(
-            "--decimal-comma",
-            help="Numbers use a decimal comma: 1,22 is 1.22 and 1.234,5 is 1234.5 (then a comma never groups "
-            "thousands, and a pair (1,2) reads as 1.2). Off: 1,222 is 1222.",
-        ),
-    ] = False,
+    decimal_comma: Annotated[bool, typer.Option(
+        "--decimal-comma",
+        help="Numbers use a decimal comma: 1,22 is 1.22 and 1.234,5 is 1234.5 (then a comma never groups "
+        "thousands, and a pair (1,2) reads as 1.2). Off: 1,222 is 1222.")] = False,
 ) -> None:
     """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
     from rich.console import Console
@@ -392,6 +387,9 @@ def payoff(
     problem = table.unpayable_problem(cells)
     if problem and not allow_unpayable:
         fail(problem)
+
+
+app.command("alarm-bench")(alarm_bench)
 
 
 @app.command()

@@ -4,7 +4,8 @@ The signals come from `training.signals` (one `StepSignals` per step). For each 
 
 - **baseline**: its first `alarm.baseline_steps` defined values (mean m, sd s). Until that is full
   the baseline is *self-starting*: a value is standardised against the values before it (from the
-  third value on), then joins them. So no step after the second is blind.
+  third value on), then joins them unless it lies beyond `JOIN_LIMIT` sds. So no step after the
+  second is blind.
 - **standardise**: T = (x - m) / (s' sqrt(1 + 1/n)), with n the baseline's size and s' = max(s, the
   signal's sd floor); under a stationary normal signal T is Student-t with n - 1 degrees of freedom,
   so z = Phi^-1(F_t(T)) is standard normal (Hawkins' self-starting CUSUM), clipped to +-Z_CLIP so one
@@ -32,7 +33,7 @@ from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, write_signals_csv
 
 __all__ = [
-    "ALARM_FILE", "Z_CLIP", "SignalSpec", "SIGNAL_SPECS", "spec_of", "standardised", "SignalCusum", "AlarmFiring",
+    "ALARM_FILE", "Z_CLIP", "JOIN_LIMIT", "SignalSpec", "SIGNAL_SPECS", "spec_of", "standardised", "SignalCusum", "AlarmFiring",
     "OnsetAlarm", "first_crossings", "alarm_step", "write_run_signals",
 ]
 
@@ -41,6 +42,9 @@ ALARM_FILE = "alarm.jsonl"
 
 Z_CLIP = 4.0
 """|z| above this counts as this: a single outlier adds at most 4 - k to a CUSUM."""
+JOIN_LIMIT = 2.5
+"""A value joins a baseline still filling only within this many sds of it: a shift in the first steps
+would otherwise become the baseline it is measured against (on stationary noise 1.2% stay out)."""
 
 
 @dataclass(frozen=True)
@@ -130,11 +134,11 @@ class SignalCusum:
         """Adds one step's value (None: skipped); True at the step the signal first crosses."""
         if value is None:
             return False
-        baseline = self.baseline
+        baseline, z = self.baseline, 0.0
         if baseline.n >= 2:
             z = standardised(value, baseline.mean, max(baseline.sd, self.spec.sd_floor), baseline.n)
             self.up, self.down = max(0.0, self.up + z - self.slack), max(0.0, self.down - z - self.slack)
-        if not baseline.full:
+        if not baseline.full and abs(z) <= JOIN_LIMIT:
             baseline.add(value)
         if self.crossed_at is None and self.statistic > self.threshold:
             self.crossed_at = step
