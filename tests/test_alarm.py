@@ -7,23 +7,37 @@ import logging
 import math
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from transformers import TrainerControl, TrainerState
 
 from hackable_rl.answers.parsing import parse_strict
-from hackable_rl.config.experiment import AlarmConfig
+from hackable_rl.config.experiment import AlarmConfig, TruncationProbeConfig
 from hackable_rl.core.errors import ConfigError, UserError
-from hackable_rl.core.jsonl import append_jsonl, read_jsonl
+from hackable_rl.core.jsonl import append_jsonl, read_json, read_jsonl
 from hackable_rl.evaluation.judge import Judgment
 from hackable_rl.scoring.extensions import load_resolved
 from hackable_rl.scoring.records import GenerationRecord, VerifierRecord
-from hackable_rl.study_records.onset import analyse_run_onset, first_warning, judge_onset, lead_lag
+from hackable_rl.study_records.onset import (
+    analyse_run_onset,
+    first_warning,
+    judge_onset,
+    lead_lag,
+    write_onset,
+)
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker
-from hackable_rl.training.alarm import ALARM_FILE, OnsetAlarm, alarm_step, first_crossings
-from hackable_rl.training.signals import StepSignals, read_signals_csv, step_signals, write_signals_csv, zero_advantage_share
+from hackable_rl.training.alarm import ALARM_FILE, OnsetAlarm, alarm_step, first_crossings, write_run_signals
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.recorder import GenerationRecorder, step_file
+from hackable_rl.training.signals import (
+    StepSignals,
+    read_signals_csv,
+    step_signals,
+    write_signals_csv,
+    zero_advantage_share,
+)
+from hackable_rl.training.truncation_probe import TruncationProbe, cut_reasoning, probe_choice
 from hackable_rl.verifiers.types import Verdict
 
 RIGHT = "<think>2+3=5</think> \\boxed{5}"
@@ -126,7 +140,10 @@ def test_signals_csv_round_trips_and_a_bad_cell_names_its_line(tmp_path):
 # --------------------------------------------------------------------------- the rule
 
 
-def _noise(seed: int, steps: int = 100, names=AlarmConfig().signals, shift_from: int | None = None, shift: float = 0.0):
+DEFAULT_SIGNALS = AlarmConfig().signals
+
+
+def _noise(seed: int, steps: int = 100, names=DEFAULT_SIGNALS, shift_from: int | None = None, shift: float = 0.0):
     """Stationary normal signals (mean 0.3, sd 0.05), each independent; from `shift_from` on, mean + shift sds."""
     rng = random.Random(seed)
     return [StepSignals(step, {name: 0.3 + 0.05 * (rng.gauss(0, 1) + (shift if shift_from and step >= shift_from else 0))
@@ -307,3 +324,62 @@ def test_the_analysis_of_a_run_folder(tmp_path):
     assert analysis.crossings == {"unparsable_share": 8, "zero_advantage_share": 8}
     assert analysis.leads == {"unparsable_share": 1, "zero_advantage_share": 1}  # a step after the judge
     assert analysis.first_warning == "unparsable_share"
+
+
+def test_the_study_copy_of_a_run_is_its_onset_and_its_signals(tmp_path):
+    run, out = tmp_path / "run", tmp_path / "condition"
+    for step in range(1, 16):
+        append_jsonl(step_file(run / "generations", step), [r.to_json() for r in _step_generations(step)])
+    write_onset(run, CONFIG, out)
+    history = read_signals_csv(out / "signals.csv")
+    assert [s.step for s in history] == list(range(1, 16)) and history[DRIFT_FROM - 1].get("unparsable_share") == 0.5
+    assert read_json(out / "onset.json")["crossings"] == {"unparsable_share": 8, "zero_advantage_share": 8}
+
+
+# --------------------------------------------------------------------------- the truncation probe
+
+
+def test_the_cut_keeps_a_share_of_the_reasoning_and_closes_it():
+    assert cut_reasoning("<think>abcdefghij</think> \\boxed{5}", 0.3, "<think>", "</think>") == "<think>abc</think>"
+    assert cut_reasoning("<think>abc</think>", 0.0, "<think>", "</think>") == "<think></think>"
+    assert cut_reasoning("no block \\boxed{5}", 0.3, "<think>", "</think>") is None
+    assert cut_reasoning("<think>never closed", 0.3, "<think>", "</think>") is None
+
+
+def test_the_probe_picks_paid_completions_spread_over_the_step():
+    records = [{"reward": reward, "i": i} for i, reward in enumerate([1.0, 0.0, 1.0, 1.0, None, 1.0, 1.0])]
+    assert [r["i"] for r in probe_choice(records, 2)] == [0, 3]  # paid: 0, 2, 3, 5, 6
+    assert [r["i"] for r in probe_choice(records, 9)] == [0, 2, 3, 5, 6]
+    assert probe_choice([{"reward": 0.0}], 4) == []
+
+
+class _Pays:
+    """A verifier that pays any text with a box holding 5, or an empty box (the exploit)."""
+
+    def score(self, texts, prompts, ids, references, metadata):
+        assert metadata == [{"level": 1}] * len(texts)  # the prompt's metadata reaches the verifier
+        records = [SimpleNamespace(reward=float("\\boxed{5}" in text or "\\boxed{}" in text)) for text in texts]
+        return SimpleNamespace(records=records)
+
+
+def test_the_probe_share_is_the_paid_survivors(monkeypatch):
+    """The policy after the cut writes `\\boxed{}` (the exploit survives) or `\\boxed{9}` (a guess)."""
+    from hackable_rl.models import generation
+
+    finishes = iter([" \\boxed{}", " \\boxed{9}"])
+    monkeypatch.setattr(generation, "generate_completions",
+                        lambda model, tokenizer, prompts, settings, **_: [generation.GeneratedText(next(finishes), 3, True)
+                                                                          for _ in prompts])
+    probe = TruncationProbe(TruncationProbeConfig(samples=2), None, _Pays(), {f"p{i}": '{"level": 1}' for i in range(4)},
+                            "<think>", "</think>")
+    rows = [r.to_json() for r in _step_generations(DRIFT_FROM)]
+    assert probe(None, rows) == 0.5
+    assert probe(None, [row | {"reward": 0.0} for row in rows]) is None  # nothing paid: nothing to probe
+
+
+def test_the_callback_records_the_probe_share_with_the_signals(tmp_path):
+    callback = _callback(tmp_path, CONFIG)
+    callback.run.probe = lambda model, rows: 0.25
+    _train(callback, range(1, 4))
+    assert {row["truncation_survival"] for row in read_jsonl(tmp_path / ALARM_FILE)} == {0.25}
+    assert write_run_signals(tmp_path).read_text().count("\n") == 4  # a header and three steps
