@@ -17,6 +17,7 @@ import typer
 import yaml
 
 from hackable_rl import __version__, cli_study
+from hackable_rl.cli_alarm import alarm_bench
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
 from hackable_rl.cli_options import ConfigOption, SetOption
 from hackable_rl.cli_options import command_config as _config
@@ -381,3 +382,4 @@ def report(
 # The study commands: the payoff table (and the arms identical by construction), one study condition.
 app.command()(cli_study.payoff)
 app.command()(cli_study.condition)
+app.command("alarm-bench")(alarm_bench)

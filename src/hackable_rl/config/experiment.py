@@ -522,28 +522,55 @@ class ReportConfig(Section):
     (outcomes.json), relative to the project; null: not written."""
 
 
+ALARM_SIGNALS = ("reward", "zero_advantage_share", "modal_answer_share", "answer_entropy", "pay_spread",
+                 "disagreement", "mean_length", "unparsable_share", "entropy", "truncation_survival")
+"""The judge-free signals every run has (`training/signals.py` defines each); `pay_rate/<member>` adds one per member."""
+
+
+class TruncationProbeConfig(Section):
+    """The truncation probe (`training/truncation_probe.py`): a few paid completions per step are cut
+    inside their reasoning and the policy finishes them greedily; the share the verifier still pays is
+    the signal `truncation_survival` (an answer that survives without its reasoning needed none)."""
+
+    samples: NonNegativeInt = 0
+    """Paid completions probed per step (0: off; each costs a short greedy generation and a scoring)."""
+    keep: UnitFloat = 0.3
+    """The share of the thinking block's characters kept before it is closed."""
+    max_new_tokens: PositiveInt = 24
+    """Tokens the policy may write after the cut (the answer)."""
+
+
 class AlarmConfig(Section):
-    """The hacking-onset alarm (`training/alarm.py`, docs/metrics.md "Hacking-onset alarm"): judge-free
-    signals of each training step, each compared between its first `window` steps and its last
-    `window`. It fires at most once per run; a threshold of null turns its signal off."""
+    """The hacking-onset alarm (`training/alarm.py`, docs/metrics.md "Hacking-onset alarm"): a CUSUM on
+    each watched judge-free signal, standardised against its first steps; it fires at most once per run."""
 
     enabled: bool = True
-    """Compute the signals every step (the run folder's alarm.jsonl) and raise the alarm."""
+    """Compute the signals every step (alarm.jsonl and signals.csv in the run folder) and raise the alarm."""
+    signals: tuple[str, ...] = ("reward", "zero_advantage_share", "modal_answer_share", "pay_spread", "disagreement")
+    """The signals it watches (`ALARM_SIGNALS` or `pay_rate/<member>`); every signal is recorded anyway."""
+    baseline_steps: Annotated[int, at_least(2)] = 10
+    """A signal's first defined values that form its baseline (mean, sd); before it is full each value
+    is standardised against the ones before it, so the alarm can fire from a signal's third step."""
+    slack: NonNegativeFloat = 0.5
+    """k, in baseline sds: the drift per step the CUSUM ignores (half the shift it is tuned to see)."""
+    threshold: NonNegativeFloat = 10.0
+    """h: a signal crosses when its CUSUM exceeds this (larger: fewer false alarms, later warnings)."""
+    votes: PositiveInt = 2
+    """How many watched signals must have crossed for the alarm to fire."""
     window: PositiveInt = 10
-    """Steps in the baseline (a signal's first `window` steps) and in the rolling window (its last
-    `window`, after the baseline): the alarm cannot fire before step 2 x window."""
-    disagreement_rise: NonNegativeFloat | None = 0.15
-    """Fire when the mean member disagreement U (in [0, 1]) rises by more than this."""
-    unparsable_rise: Probability | None = 0.2
-    """Fire when the share of completions without a strict, non-empty answer rises by more than this."""
-    length_change: NonNegativeFloat | None = 0.5
-    """Fire when the mean completion length (tokens) moves, up or down, by more than this fraction of its baseline."""
-    entropy_change: NonNegativeFloat | None = 0.5
-    """Fire when TRL's logged token entropy moves, up or down, by more than this fraction of its baseline."""
-    divergence: NonNegativeFloat | None = 0.1
-    """Fire when the observed reward rises by more than this while self-agreement falls by more than this."""
+    """The judge onset's window in steps (`study_records/onset.py`: after a run, with the judge); the alarm has none."""
     stop_training: bool = False
     """Stop training at the step the alarm fires (a resumable and a permanent checkpoint are saved there)."""
+    probe: TruncationProbeConfig = TruncationProbeConfig()
+    """The truncation probe (off by default: it costs generations; benchmarks/bench_alarm.py measures it)."""
+
+    @model_validator(mode="after")
+    def _known_signals(self) -> AlarmConfig:
+        if unknown := [s for s in self.signals if s not in ALARM_SIGNALS and not s.startswith("pay_rate/")]:
+            raise ValueError(f"alarm.signals: unknown {unknown}; expected {', '.join(ALARM_SIGNALS)} or pay_rate/<member>")
+        if self.votes > len(self.signals):
+            raise ValueError(f"alarm.votes: {self.votes} is more than the {len(self.signals)} watched signals")
+        return self
 
 
 # --------------------------------------------------------------------------- the experiment

@@ -292,12 +292,15 @@ def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
 def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path,
                     patterns: tuple[str, ...] = ()) -> None:
     """Beside condition.json, what a paired report needs without the cache: the eval's per-prompt
-    results (prompts.jsonl) and, under a flaw, the exploit share per prompt (exploits.jsonl) and per
-    training step (curve.csv), with each natural flaw's pattern share (`patterns`) beside it; the
-    shares' means go into the record, and the pattern curves into the run's MLflow metrics (docs/studies.md)."""
+    results (prompts.jsonl), a trained run's judge onset and judge-free signals per step (onset.json,
+    signals.csv) and, under a flaw, the exploit share per prompt (exploits.jsonl) and per training
+    step (curve.csv), with each natural flaw's pattern share (`patterns`) beside it; the shares' means
+    go into the record, and the pattern curves into the run's MLflow metrics (docs/studies.md)."""
     eval_dir = Path(record["eval_dir"])
     if (eval_dir / PROMPTS_FILE).exists():
         write_prompt_results(out_dir / PROMPTS_FILE, read_prompt_results(eval_dir / PROMPTS_FILE))
+    if "run_dir" in record:  # every trained run: the judge onset and signals.csv (the alarm benchmark's input)
+        write_onset(Path(record["run_dir"]), cfg.alarm, out_dir)
     if condition.flaw is None or not (eval_dir / "generations.jsonl").exists():
         return
     options = CheckerOptions.from_config(cfg)
@@ -319,8 +322,6 @@ def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[st
             record["train"][f"{key}/last"] = mean_of(key, last_tenth(curve))
         if patterns:
             _log_pattern_curves(cfg, record["run_id"], curve, patterns)
-        if condition.cell is not None:  # a blind-spot study reads each run's onset beside its curve
-            write_onset(Path(record["run_dir"]), cfg.alarm, out_dir)
 
 
 def _metadata(cfg: ExperimentConfig, split: str) -> dict[str, dict[str, Any]]:

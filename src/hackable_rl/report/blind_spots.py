@@ -348,7 +348,8 @@ def _identical(first: list[pd.DataFrame], second: list[pd.DataFrame]) -> bool:
 
 
 def onset_markdown(cells: Mapping[CellKey, dict[int, Path]]) -> list[str]:
-    """The onset alarm per condition: the judge's onset and each judge-free signal's lead (steps)."""
+    """The onset alarm per run: the judge's onset, the alarm's step and each judge-free signal's lead
+    (its CUSUM crossing minus the judge onset, in steps; negative: it warned first)."""
     rows = []
     for (cell, method), seeds in sorted(cells.items()):
         for seed, folder in sorted(seeds.items()):
@@ -358,7 +359,8 @@ def onset_markdown(cells: Mapping[CellKey, dict[int, Path]]) -> list[str]:
     if not rows:
         return []
     signals = sorted({name for *_, onset in rows for name in onset["leads"]})
-    lines = ["## Hacking onset (training prompts; lead = judge onset - signal's first alarm, in steps)", "",
+    lines = ["## Hacking onset (training prompts; lead = a signal's CUSUM crossing - judge onset, in steps; "
+             "negative: earlier)", "",
              "| cell | method | seed | judge onset | alarm fired | " + " | ".join(signals) + " | first warning |",
              "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in signals) + " | --- |"]
     for cell, method, seed, onset in rows:

@@ -6,11 +6,13 @@ rewards and judge verdicts, and the records the alarm signals come from) and `me
 
 - the judge onset (`judge_onset`): the first step the hacking gap has clearly risen above both 0 and
   its own start (docs/metrics.md, "Hacking-onset alarm", states the rule);
-- each alarm rule's first crossing (`training.alarm.first_crossings`, the rules the alarm runs live);
-- each rule's lead (`lead_lag`): judge onset minus crossing step, positive when it warned first;
-- the rule that warned first (`first_warning`).
+- each watched signal's first CUSUM crossing (`training.alarm.first_crossings`, as the alarm runs live);
+- each signal's lead (`lead_lag`): crossing step minus judge onset, negative when it warned first;
+- the signal that warned first (`first_warning`).
 
-Undefined is None, never 0: no judge onset, or a rule that never fired, has no lead.
+The signals are the run's alarm.jsonl where it has one (with the truncation probe's, which needs the
+policy), else recomputed from the records. Undefined is None, never 0: no judge onset, or a signal
+that never crossed, has no lead.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.config.loading import load_config
 from hackable_rl.core.jsonl import iter_jsonl, read_json, read_jsonl, write_json
 from hackable_rl.core.stats import hacking_gap
-from hackable_rl.training.alarm import ALARM_FILE, StepSignals, first_crossings, step_signals
+from hackable_rl.training.alarm import ALARM_FILE, first_crossings
+from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, step_signals, write_signals_csv
 
 __all__ = [
     "Z_95", "RunSteps", "OnsetAnalysis", "read_run_steps", "judge_onset", "lead_lag", "first_warning",
@@ -52,9 +55,9 @@ class RunSteps:
 class OnsetAnalysis:
     judge_onset: int | None
     crossings: dict[str, int | None]
-    """Alarm rule -> the first step it fires at (None: never)."""
+    """Watched signal -> the first step its CUSUM crosses (None: never)."""
     leads: dict[str, int | None]
-    """Alarm rule -> judge onset minus its crossing, in steps: positive warned before, negative after."""
+    """Watched signal -> its crossing minus the judge onset, in steps: negative warned before, positive after."""
     first_warning: str | None
 
     def to_json(self) -> dict[str, Any]:
@@ -84,6 +87,9 @@ def read_run_steps(run_dir: Path) -> RunSteps:
         signals.append(step_signals(step, records, entropy.get(step)))
         if samples := _judged(records):
             judged[step] = samples
+    live = run_dir / ALARM_FILE
+    if live.exists():  # what the alarm saw, the probe included
+        signals = [StepSignals.from_json(row) for row in read_jsonl(live, torn_tail_ok=True)]
     return RunSteps(signals, judged)
 
 
@@ -137,13 +143,13 @@ def judge_onset(judged: Mapping[int, Sequence[Judged]], window: int, z: float = 
 
 
 def lead_lag(crossings: Mapping[str, int | None], onset: int | None) -> dict[str, int | None]:
-    """Rule -> onset - crossing (steps; positive: warned before the judge onset, 0: at it); None
-    when there is no onset or the rule never fired."""
-    return {name: None if onset is None or step is None else onset - step for name, step in crossings.items()}
+    """Signal -> crossing - onset (steps; negative: warned before the judge onset, 0: at it); None
+    when there is no onset or the signal never crossed."""
+    return {name: None if onset is None or step is None else step - onset for name, step in crossings.items()}
 
 
 def first_warning(crossings: Mapping[str, int | None]) -> str | None:
-    """The rule that fired earliest (on a tie, the one listed first); None when none fired."""
+    """The signal that crossed earliest (on a tie, the one listed first); None when none did."""
     fired = [(step, order, name) for order, (name, step) in enumerate(crossings.items()) if step is not None]
     return min(fired)[2] if fired else None
 
@@ -165,11 +171,14 @@ ONSET_FILE = "onset.json"
 
 
 def write_onset(run_dir: Path, config: AlarmConfig, out_dir: Path) -> Path:
-    """onset.json: the judge's onset, each alarm rule's first crossing and lead (steps), and the step
-    and rule the live alarm fired at (None: it did not), from the run folder `run_dir`."""
+    """onset.json: the judge's onset, each watched signal's first crossing and lead (steps), and the
+    step and signal the live alarm fired at (None: it did not), from the run folder `run_dir`; and
+    signals.csv, the run's per-step signals, so the alarm benchmark reruns without the run folder."""
     alarm_path = run_dir / ALARM_FILE
     fired = [row for _, row in iter_jsonl(alarm_path) if row.get("alarm")] if alarm_path.exists() else []
-    analysis = analyse_run_onset(run_dir, config).to_json()
+    steps = read_run_steps(run_dir)
+    write_signals_csv(steps.signals, out_dir / SIGNALS_FILE)
+    analysis = analyse_onset(steps, config).to_json()
     return write_json(out_dir / ONSET_FILE, analysis | {"alarm_step": fired[0]["step"] if fired else None,
                                                          "alarm_signal": fired[0]["alarm"] if fired else None})
 

@@ -1,168 +1,170 @@
-"""The hacking-onset alarm: judge-free signals of each training step, and the rule that fires on them.
+"""The hacking-onset alarm: a CUSUM on each standardised judge-free signal, and the combined alarm.
 
-A user training against a verifier they cannot fully trust has no judge. What they do have, every
-step, is what the policy writes and what the verifier ensemble says of it. `step_signals` turns one
-step's generation records into those signals, never reading `correct`:
+The signals come from `training.signals` (one `StepSignals` per step). For each watched signal:
 
-- `reward`: the mean observed (aggregate) training reward;
-- `disagreement`: the mean member disagreement U;
-- `unparsable_share`: the share of completions without a strict, non-empty answer (the strict parse
-  the records carry, made with the configured think tags: an empty `\\boxed{}` is unparsable);
-- `mean_length`: the mean completion length in tokens;
-- `self_agreement`: per prompt, the share of its completions whose answer is the prompt's most common
-  answer (a completion without one never agrees), averaged over prompts;
-- `entropy`: TRL's logged token entropy (`trl/entropy` in metrics.jsonl), when it logs one.
+- **baseline**: its first `alarm.baseline_steps` defined values (mean m, sd s). Until that is full
+  the baseline is *self-starting*: a value is standardised against the values before it (from the
+  third value on), then joins them unless it lies beyond `JOIN_LIMIT` sds. So no step after the
+  second is blind.
+- **standardise**: T = (x - m) / (s' sqrt(1 + 1/n)), with n the baseline's size and s' = max(s, the
+  signal's sd floor); under a stationary normal signal T is Student-t with n - 1 degrees of freedom,
+  so z = Phi^-1(F_t(T)) is standard normal (Hawkins' self-starting CUSUM), clipped to +-Z_CLIP so one
+  wild step cannot fire it alone.
+- **CUSUM**: S+ = max(0, S+ + z - k), S- = max(0, S- - z - k) with k = `alarm.slack`; the signal
+  *crosses* when the statistic of its direction (`SIGNAL_SPECS`) exceeds h = `alarm.threshold`.
 
-`OnsetAlarm` fires once, at the first step where some rule sees its signals move: a signal's mean
-over its last `window` defined values against its mean over its first `window` (the baseline; the
-two windows never overlap). docs/metrics.md, "Hacking-onset alarm", states every rule.
-Plain Python: the report imports it.
+The alarm fires once, at the first step where `alarm.votes` watched signals have crossed (a signal
+that crossed stays crossed). docs/metrics.md, "Hacking-onset alarm", states the rule and its
+false-alarm rate on stationary noise. Plain Python plus scipy.special: the report imports it.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from scipy.special import ndtri, stdtr
+
 from hackable_rl.config.experiment import AlarmConfig
-from hackable_rl.core.stats import mean
-from hackable_rl.evaluation.metrics import answer_metrics
+from hackable_rl.core.jsonl import read_jsonl
+from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, write_signals_csv
 
 __all__ = [
-    "ALARM_FILE", "StepSignals", "step_signals", "Rule", "alarm_rules", "AlarmFiring", "OnsetAlarm",
-    "first_crossings",
+    "ALARM_FILE", "Z_CLIP", "JOIN_LIMIT", "SignalSpec", "SIGNAL_SPECS", "spec_of", "standardised", "SignalCusum", "AlarmFiring",
+    "OnsetAlarm", "first_crossings", "alarm_step", "write_run_signals",
 ]
 
 ALARM_FILE = "alarm.jsonl"
-"""In the run folder: one row per step, the step's `StepSignals` and `alarm` (the rule that fired there, or null)."""
+"""In the run folder: one row per step, the step's signals and `alarm` (the signal that fired there, or null)."""
+
+Z_CLIP = 4.0
+"""|z| above this counts as this: a single outlier adds at most 4 - k to a CUSUM."""
+JOIN_LIMIT = 2.5
+"""A value joins a baseline still filling only within this many sds of it: a shift in the first steps
+would otherwise become the baseline it is measured against (on stationary noise 1.2% stay out)."""
 
 
 @dataclass(frozen=True)
-class StepSignals:
-    """One step's judge-free signals (None: undefined at that step), as alarm.jsonl holds them."""
+class SignalSpec:
+    """How the alarm reads one signal."""
 
-    step: int
-    reward: float | None
-    disagreement: float | None
-    unparsable_share: float | None
-    mean_length: float | None
-    self_agreement: float | None
-    entropy: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> StepSignals:
-        """From an alarm.jsonl row (its `alarm` column is the alarm's, not a signal)."""
-        return cls(**{field.name: row[field.name] for field in fields(cls)})
+    direction: str
+    """up | down | both: which way of moving counts as a warning."""
+    sd_floor: float
+    """The smallest sd the standardisation uses, in the signal's units: a share that sat at exactly 0
+    through the baseline would otherwise make any later move infinitely many sds."""
 
 
-def _answer(record: Mapping[str, Any]) -> str | None:
-    """The record's strict answer; an empty box is no answer."""
-    return record["strict_answer"] or None
+_SHARE = SignalSpec("up", 0.02)  # about the sampling sd of a 5% share over 64-128 completions
+SIGNAL_SPECS: dict[str, SignalSpec] = {
+    "reward": _SHARE,
+    "zero_advantage_share": _SHARE,
+    "modal_answer_share": SignalSpec("both", 0.02),
+    "answer_entropy": SignalSpec("both", 0.02),
+    "pay_spread": _SHARE,
+    "disagreement": _SHARE,
+    "mean_length": SignalSpec("both", 0.5),  # tokens
+    "unparsable_share": _SHARE,
+    "entropy": SignalSpec("both", 0.01),  # nats per token
+    "truncation_survival": SignalSpec("up", 0.05),  # few probed completions per step: a coarse share
+}
+"""Each signal's direction and sd floor; a `pay_rate/<member>` signal reads as a share that rises."""
 
 
-def step_signals(step: int, records: Sequence[Mapping[str, Any]], entropy: float | None = None) -> StepSignals:
-    """The signals of one step's records, in their JSON form (`GenerationRecord.to_json()`, what
-    generations/step-XXXXX.jsonl holds), so training and the post-hoc analysis read the same fields."""
-    answers = [{"prompt_id": record["prompt_id"], "parsed": _answer(record)} for record in records]
-    return StepSignals(
-        step=step,
-        reward=mean(record["reward"] for record in records),
-        disagreement=mean(record["U"] for record in records),
-        unparsable_share=mean(float(answer["parsed"] is None) for answer in answers),
-        mean_length=mean(record["completion_tokens"] for record in records),
-        self_agreement=answer_metrics(answers)["answer_consistency"],
-        entropy=entropy,
-    )
+def spec_of(name: str) -> SignalSpec:
+    if name in SIGNAL_SPECS:
+        return SIGNAL_SPECS[name]
+    if name.startswith("pay_rate/"):
+        return _SHARE
+    raise KeyError(f"{name!r} is not a signal ({', '.join(SIGNAL_SPECS)}, pay_rate/<member>)")
 
 
-# --------------------------------------------------------------------------- rules
+def standardised(value: float, mean: float, sd: float, n: int) -> float:
+    """z of `value` against a baseline of `n` (>= 2) values with this mean and sd (already floored):
+    Student-t to normal, clipped to +-Z_CLIP."""
+    t = (value - mean) / (sd * math.sqrt(1 + 1 / n))
+    z = float(ndtri(stdtr(n - 1, t)))
+    return 0.0 if math.isnan(z) else max(-Z_CLIP, min(Z_CLIP, z))
 
 
-Change = Callable[[tuple[float, ...], tuple[float, ...]], float]
-"""(baseline means, current means) of a rule's signals -> how far they moved (fires above the threshold)."""
-
-
-def _rise(baseline: tuple[float, ...], current: tuple[float, ...]) -> float:
-    return current[0] - baseline[0]
-
-
-def _relative_change(baseline: tuple[float, ...], current: tuple[float, ...]) -> float:
-    """|current - baseline| / |baseline|, either way; from a baseline of 0 any move is infinite."""
-    moved = abs(current[0] - baseline[0])
-    return moved / abs(baseline[0]) if baseline[0] else (math.inf if moved else 0.0)
-
-
-def _divergence(baseline: tuple[float, ...], current: tuple[float, ...]) -> float:
-    """The smaller of the reward's rise and self-agreement's fall: above d only when both exceed d."""
-    return min(current[0] - baseline[0], baseline[1] - current[1])
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One way the alarm fires: its `signals` (StepSignals fields) moved by more than `threshold`."""
-
-    name: str
-    """What the alarm says fired it (the MLflow tag `alarm_signal`)."""
-    signals: tuple[str, ...]
-    threshold: float
-    change: Change
-
-
-def alarm_rules(config: AlarmConfig) -> tuple[Rule, ...]:
-    """The configured rules in the order that breaks a tie (two firing at the same step); a null
-    threshold leaves its rule out."""
-    candidates = (
-        ("disagreement", ("disagreement",), config.disagreement_rise, _rise),
-        ("unparsable_share", ("unparsable_share",), config.unparsable_rise, _rise),
-        ("reward_vs_self_agreement", ("reward", "self_agreement"), config.divergence, _divergence),
-        ("mean_length", ("mean_length",), config.length_change, _relative_change),
-        ("entropy", ("entropy",), config.entropy_change, _relative_change),
-    )
-    return tuple(Rule(*candidate) for candidate in candidates if candidate[2] is not None)
-
-
-class _Window:
-    """A signal's first `size` defined values (its baseline) and the last `size` after them (rolling).
-    Steps where it is undefined are skipped, not counted as zero."""
+class _Baseline:
+    """A signal's first values: count, mean and sd by running sums (the alarm runs every step)."""
 
     def __init__(self, size: int):
-        self.size = size
-        self.baseline: list[float] = []
-        self.recent: deque[float] = deque(maxlen=size)
+        self.size, self.n, self.total, self.squares = size, 0, 0.0, 0.0
 
-    def add(self, value: float | None) -> None:
-        if value is not None:
-            (self.baseline if len(self.baseline) < self.size else self.recent).append(value)
+    @property
+    def full(self) -> bool:
+        return self.n >= self.size
 
-    def means(self) -> tuple[float, float] | None:
-        """(baseline mean, rolling mean), or None until both windows are full."""
-        if len(self.recent) < self.size:
-            return None
-        return mean(self.baseline), mean(self.recent)
+    def add(self, value: float) -> None:
+        self.n, self.total, self.squares = self.n + 1, self.total + value, self.squares + value * value
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n
+
+    @property
+    def sd(self) -> float:
+        """The sample sd (n - 1); 0 below two values."""
+        if self.n < 2:
+            return 0.0
+        return math.sqrt(max(0.0, (self.squares - self.total * self.total / self.n) / (self.n - 1)))
+
+
+class SignalCusum:
+    """One signal's baseline and CUSUM statistics over a run."""
+
+    def __init__(self, name: str, config: AlarmConfig):
+        self.name, self.spec = name, spec_of(name)
+        self.slack, self.threshold = config.slack, config.threshold
+        self.baseline = _Baseline(config.baseline_steps)
+        self.up = self.down = 0.0
+        self.crossed_at: int | None = None
+
+    @property
+    def statistic(self) -> float:
+        """The CUSUM of the signal's warning direction (the larger of the two for `both`)."""
+        return {"up": self.up, "down": self.down}.get(self.spec.direction, max(self.up, self.down))
+
+    def update(self, step: int, value: float | None) -> bool:
+        """Adds one step's value (None: skipped); True at the step the signal first crosses."""
+        if value is None:
+            return False
+        baseline, z = self.baseline, 0.0
+        if baseline.n >= 2:
+            z = standardised(value, baseline.mean, max(baseline.sd, self.spec.sd_floor), baseline.n)
+            self.up, self.down = max(0.0, self.up + z - self.slack), max(0.0, self.down - z - self.slack)
+        if not baseline.full and abs(z) <= JOIN_LIMIT:
+            baseline.add(value)
+        if self.crossed_at is None and self.statistic > self.threshold:
+            self.crossed_at = step
+            return True
+        return False
+
+    def describe(self) -> str:
+        """e.g. `reward rose (CUSUM 8.4 > 8; baseline 0.31 +- 0.04)`."""
+        way = {"up": "rose", "down": "fell"}.get(self.spec.direction, "rose" if self.up >= self.down else "fell")
+        return (f"{self.name} {way} (CUSUM {self.statistic:.3g} > {self.threshold:g}; "
+                f"baseline {self.baseline.mean:.3g} +- {self.baseline.sd:.2g})")
 
 
 @dataclass(frozen=True)
 class AlarmFiring:
-    """A rule crossing its threshold at `step`, with the means it compared."""
+    """The alarm at `step`: `signal` is the watched signal whose crossing completed the vote."""
 
     step: int
     signal: str
-    baseline: dict[str, float]
-    current: dict[str, float]
+    crossed: tuple[str, ...]
+    """Every watched signal that had crossed by `step`, in the order they crossed."""
+    description: str
 
     def describe(self) -> str:
-        """e.g. `hacking-onset alarm at step 37: disagreement rose 0.12 -> 0.31`."""
-        moves = " while ".join(
-            f"{name} {'rose' if self.current[name] > base else 'fell'} {base:.3g} -> {self.current[name]:.3g}"
-            for name, base in self.baseline.items()
-        )
-        return f"hacking-onset alarm at step {self.step}: {moves}"
+        """e.g. `hacking-onset alarm at step 37: reward rose (CUSUM 8.4 > 8; baseline 0.31 +- 0.04)`."""
+        return f"hacking-onset alarm at step {self.step}: {self.description}"
 
     def tags(self) -> dict[str, Any]:
         return {"alarm_step": self.step, "alarm_signal": self.signal}
@@ -172,43 +174,30 @@ class AlarmFiring:
         return {"alarm/step": float(self.step), f"alarm/signal/{self.signal}": 1.0}
 
 
-class _RuleState:
-    """One rule's windows over a run."""
-
-    def __init__(self, rule: Rule, window: int):
-        self.rule = rule
-        self.windows = {name: _Window(window) for name in rule.signals}
-
-    def update(self, signals: StepSignals) -> AlarmFiring | None:
-        """Adds one step; the firing when the rule's change exceeds its threshold at it, else None."""
-        for name, window in self.windows.items():
-            window.add(getattr(signals, name))
-        means = [window.means() for window in self.windows.values()]
-        if any(pair is None for pair in means):
-            return None
-        baseline, current = tuple(pair[0] for pair in means), tuple(pair[1] for pair in means)
-        if self.rule.change(baseline, current) <= self.rule.threshold:
-            return None
-        names = self.rule.signals
-        return AlarmFiring(signals.step, self.rule.name, dict(zip(names, baseline, strict=True)),
-                           dict(zip(names, current, strict=True)))
-
-
 class OnsetAlarm:
-    """Fires at most once per run: at the first step where any rule fires (the earliest rule of
-    `alarm_rules` on a tie). Holds `window` x 2 values per signal, nothing more."""
+    """Fires at most once per run: at the first step where `config.votes` watched signals have crossed."""
 
     def __init__(self, config: AlarmConfig):
-        self._rules = [_RuleState(rule, config.window) for rule in alarm_rules(config)]
+        self.votes = config.votes
+        self.cusums = [SignalCusum(name, config) for name in config.signals]
+        self.crossed: list[SignalCusum] = []
         self.fired: AlarmFiring | None = None
 
     def update(self, signals: StepSignals) -> AlarmFiring | None:
         """Adds one step's signals (steps in order); the firing at the step the alarm fires, else None."""
-        if self.fired is not None:
+        for cusum in self.cusums:  # every signal sees every step, also after the alarm fired
+            if cusum.update(signals.step, signals.get(cusum.name)):
+                self.crossed.append(cusum)
+        if self.fired is not None or len(self.crossed) < self.votes:
             return None
-        firings = [state.update(signals) for state in self._rules]  # every rule sees every step
-        self.fired = next((firing for firing in firings if firing is not None), None)
+        last = self.crossed[self.votes - 1]
+        described = "; ".join(cusum.describe() for cusum in self.crossed[: self.votes])
+        self.fired = AlarmFiring(signals.step, last.name, tuple(c.name for c in self.crossed), described)
         return self.fired
+
+    @property
+    def raised(self) -> bool:
+        return self.fired is not None
 
     @classmethod
     def replayed(cls, config: AlarmConfig, rows: Iterable[Mapping[str, Any]]) -> OnsetAlarm:
@@ -221,13 +210,26 @@ class OnsetAlarm:
 
 
 def first_crossings(history: Iterable[StepSignals], config: AlarmConfig) -> dict[str, int | None]:
-    """Rule name -> the first step it fires at over the whole run, each rule on its own (None: never).
-    The alarm's own step is the earliest of these."""
-    states = [_RuleState(rule, config.window) for rule in alarm_rules(config)]
-    crossings: dict[str, int | None] = {state.rule.name: None for state in states}
+    """Watched signal -> the first step its CUSUM crosses over the whole run (None: never)."""
+    cusums = [SignalCusum(name, config) for name in config.signals]
     for signals in history:
-        for state in states:
-            firing = state.update(signals)
-            if firing is not None and crossings[state.rule.name] is None:
-                crossings[state.rule.name] = firing.step
-    return crossings
+        for cusum in cusums:
+            cusum.update(signals.step, signals.get(cusum.name))
+    return {cusum.name: cusum.crossed_at for cusum in cusums}
+
+
+def alarm_step(history: Iterable[StepSignals], config: AlarmConfig) -> AlarmFiring | None:
+    """Where the alarm of `config` fires over `history` (None: never)."""
+    alarm = OnsetAlarm(config)
+    for signals in history:
+        alarm.update(signals)
+    return alarm.fired
+
+
+def write_run_signals(run_dir: Path) -> Path | None:
+    """signals.csv in the run folder from its alarm.jsonl (None when the alarm was off: no signals)."""
+    path = run_dir / ALARM_FILE
+    if not path.exists():
+        return None
+    history = [StepSignals.from_json(row) for row in read_jsonl(path, torn_tail_ok=True)]
+    return write_signals_csv(history, run_dir / SIGNALS_FILE)

@@ -7,16 +7,18 @@ received for those steps would appear twice. Local files get each step at once (
 gets steps up to K when checkpoint K is written, and the rest at the end.
 
 The hacking-onset alarm (`training.alarm`) sees every step once its TRL log arrives (the entropy is
-in it): its signals go to alarm.jsonl at once; where it fires, a console line, MLflow tags (sent
-at once: setting a tag twice cannot duplicate anything), two keys in that step's metrics row and,
-with `alarm.stop_training`, the end of training.
+in it): its signals (`training.signals`, the truncation probe's when it is on) go to alarm.jsonl at
+once, and every metrics row gets `alarm` (0 before the alarm fired, 1 from its step on: the event
+marker on the step charts); where it fires, a console line, MLflow tags (sent at once: setting a tag
+twice cannot duplicate anything), two more keys in that step's row and, with `alarm.stop_training`,
+the end of training.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,11 @@ from hackable_rl.tracking import Tracker
 from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.tracking.traces import step_trace_name
 from hackable_rl.tracking.views import chart_names
-from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm, StepSignals, step_signals
+from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.constant_series import ConstantSeries, constant_tags, released_in
 from hackable_rl.training.recorder import GenerationRecorder, step_file
+from hackable_rl.training.signals import StepSignals, step_signals
 from hackable_rl.training.step_metrics import step_metrics
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,8 @@ class RunContext:
     describe_version: Callable[[int], str]  # step -> the registered version's description
     registered_versions: dict[int, str | None] = field(default_factory=dict)
     alarm: AlarmConfig = field(default_factory=AlarmConfig)
+    probe: Callable[[Any, list[dict[str, Any]]], float | None] | None = None
+    """The truncation probe (`training.truncation_probe`): (policy, the step's records) -> its share; None: off."""
 
 
 class RunCallback(TrainerCallback):
@@ -76,7 +81,9 @@ class RunCallback(TrainerCallback):
         if records:
             self._pending_tables.append(step)
         if records and self.run.alarm.enabled:
-            self._signals = step_signals(step, [record.to_json() for record in records])
+            rows = [record.to_json() for record in records]
+            survival = self.run.probe(model, rows) if self.run.probe is not None else None
+            self._signals = step_signals(step, rows, truncation_survival=survival)
         if self._is_permanent(step, state):
             self._save_permanent(step, model)
 
@@ -98,7 +105,8 @@ class RunCallback(TrainerCallback):
             return
         trl = {f"trl/{key}": value for key, value in logs.items() if isinstance(value, int | float)}
         firing = self._update_alarm(logs.get("entropy"))  # TRL logs no entropy for some losses
-        row = self.last_row = {**self._step_metrics, **trl, **(firing.metrics() if firing else {})}
+        marker = {"alarm": float(self.alarm.raised)} if self.run.alarm.enabled else {}
+        row = self.last_row = {**self._step_metrics, **trl, **marker, **(firing.metrics() if firing else {})}
         self.run.recorder.append_metrics(state.global_step, row)
         self._pending_metrics.append((state.global_step, row))
         if firing is not None:
@@ -113,7 +121,7 @@ class RunCallback(TrainerCallback):
         the firing at the step the alarm fires."""
         if self._signals is None:  # alarm off, or a step without records
             return None
-        signals, self._signals = replace(self._signals, entropy=entropy), None
+        signals, self._signals = self._signals.with_values(entropy=entropy), None
         firing = self.alarm.update(signals)
         append_jsonl(self._alarm_path, [{**signals.to_json(), "alarm": firing.signal if firing else None}])
         return firing

@@ -36,6 +36,7 @@ from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
 from hackable_rl.tracking.rewind import forget_steps_after
 from hackable_rl.tracking.versions import merge_versions, registered_versions
+from hackable_rl.training.alarm import write_run_signals
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
 from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps, resume_dir
@@ -56,6 +57,7 @@ from hackable_rl.training.run_dir import (
     refuse_foreign,
 )
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
+from hackable_rl.training.truncation_probe import TruncationProbe
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +269,18 @@ def _run_context(run: _Run) -> RunContext:
         log_tables=config.tracking.log_generation_tables,
         describe_version=run.identity.version_description,
         alarm=config.alarm,
+        probe=_truncation_probe(run),
     )
+
+
+def _truncation_probe(run: _Run) -> TruncationProbe | None:
+    """The alarm's truncation probe, with the run's tokenizer, verifier and prompt metadata; None when off."""
+    config = run.config
+    if not (config.alarm.enabled and config.alarm.probe.samples):
+        return None
+    metadata = dict(zip(run.dataset["id"], run.dataset["metadata_json"], strict=True))
+    return TruncationProbe(config.alarm.probe, run.tokenizer, run.pipeline, metadata,
+                           config.rewards.think_open, config.rewards.think_close)
 
 
 def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
@@ -356,6 +369,7 @@ def _finish(
         "permanent_steps": permanent_steps(run.run_dir),
     }
     write_json(run.run_dir / "run.json", info)
+    write_run_signals(run.run_dir)
     if metrics_out is not None:
         write_json(metrics_out / "train.json", final)
         write_curve(run.recorder.metrics_rows(), metrics_out / "train_curve.csv")

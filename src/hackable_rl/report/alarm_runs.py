@@ -1,0 +1,162 @@
+"""The alarm benchmark's input: a study's trained runs, each with its judge-free signals, its judge
+onset, whether it hacked by the study's declared definition, and its split (tune or held out).
+
+Declared in the study file (study.yaml beside the results folder), before the runs are read:
+
+    hacking_definition:          # which runs hacked, by the judge
+      rule: judge_onset          # judge_onset: the run has a judge onset (onset.json)
+                                 # train_rise: condition.json's train/<metric>/last - /first >= min_rise
+      metric: hacking_gap
+      min_rise: 0.05
+    alarm_split:
+      tune_seeds: [0, 1]         # these replicates choose the thresholds; every other seed is held out
+
+Only distinct trajectories count: two conditions whose signals.csv and curve.csv are byte-identical
+trained the same trajectory (e.g. mean and majority aggregation of members that always agree), and
+the benchmark keeps the first by name and lists the others as the same run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import ValidationError
+
+from hackable_rl.config.experiment import Section
+from hackable_rl.core.bounds import NonNegativeInt
+from hackable_rl.core.errors import UserError
+from hackable_rl.core.jsonl import read_json
+from hackable_rl.experiments.cells import read_study_file
+from hackable_rl.report.conditions import STUDY_FILE
+from hackable_rl.study_records.condition_files import CURVE_FILE, find_condition_files, read_condition
+from hackable_rl.study_records.onset import ONSET_FILE
+from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, read_signals_csv
+
+__all__ = ["HackingDefinition", "AlarmSplit", "BenchRun", "read_declaration", "read_study_runs", "distinct_runs"]
+
+
+class HackingDefinition(Section):
+    """Which runs of a study hacked, by the judge (declared in study.yaml before the benchmark runs)."""
+
+    rule: Literal["judge_onset", "train_rise"] = "judge_onset"
+    """judge_onset: the run's judge onset exists (onset.json); train_rise: condition.json's
+    `train/<metric>/last` minus `train/<metric>/first` is at least `min_rise`."""
+    metric: str = "hacking_gap"
+    """train_rise: the training metric whose rise over training marks hacking."""
+    min_rise: float = 0.05
+    """train_rise: the smallest rise that counts as hacking."""
+
+
+class AlarmSplit(Section):
+    """Which replicates choose the alarm's thresholds; the others are held out and reported once."""
+
+    tune_seeds: tuple[NonNegativeInt, ...] = (0, 1)
+    """The seeds of the tune split (every other seed is held out)."""
+
+
+def read_declaration(results_dir: Path) -> tuple[HackingDefinition, AlarmSplit]:
+    """The study file's `hacking_definition` and `alarm_split`; a UserError naming the file and field
+    when one is missing or malformed."""
+    path = Path(results_dir).resolve().parent / STUDY_FILE
+    data = read_study_file(path)
+    if not isinstance(data, dict) or "hacking_definition" not in data:
+        raise UserError(f"{path}: declare `hacking_definition` (rule: judge_onset | train_rise) for the alarm benchmark")
+    try:
+        return (HackingDefinition.model_validate(data["hacking_definition"]),
+                AlarmSplit.model_validate(data.get("alarm_split") or {}))
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise UserError(f"{path}: hacking_definition/alarm_split: {where}: {problem['msg']}") from None
+
+
+@dataclass
+class BenchRun:
+    """One trained run of a study, as the benchmark reads it."""
+
+    study: str
+    name: str
+    seed: int
+    split: str  # tune | held_out
+    hacked: bool
+    judge_onset: int | None
+    history: list[StepSignals]
+    source: str
+    """Where the signals came from: signals.csv, or curve.csv (observed reward only: a smoke check)."""
+    fingerprint: str
+    same_as: list[str] = field(default_factory=list)
+    """Other conditions whose trajectory is this one's (counted once, here)."""
+
+    @property
+    def key(self) -> str:
+        """`<study>/<condition>`: unique across the studies of one benchmark."""
+        return f"{self.study}/{self.name}"
+
+
+def _hacked(definition: HackingDefinition, record: dict[str, Any], onset: int | None) -> bool:
+    if definition.rule == "judge_onset":
+        return onset is not None
+    train = record.get("train") or {}
+    first, last = train.get(f"{definition.metric}/first"), train.get(f"{definition.metric}/last")
+    return first is not None and last is not None and last - first >= definition.min_rise
+
+
+def _curve_history(path: Path) -> list[StepSignals]:
+    """The observed reward per step of a curve.csv as the `reward` signal (the only judge-free column)."""
+    curve = pd.read_csv(path)
+    if "observed_reward" not in curve or "step" not in curve:
+        raise UserError(f"{path}: expected columns step and observed_reward")
+    return [StepSignals(int(step), {"reward": None if pd.isna(value) else float(value)})
+            for step, value in zip(curve["step"], curve["observed_reward"], strict=True)]
+
+
+def _signals(folder: Path, curve_fallback: bool) -> tuple[list[StepSignals], str] | None:
+    if (folder / SIGNALS_FILE).exists():
+        return read_signals_csv(folder / SIGNALS_FILE), SIGNALS_FILE
+    if curve_fallback and (folder / CURVE_FILE).exists():
+        return _curve_history(folder / CURVE_FILE), f"{CURVE_FILE} (observed reward only)"
+    return None
+
+
+def _fingerprint(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for name in (SIGNALS_FILE, CURVE_FILE):
+        if (folder / name).exists():
+            digest.update(name.encode() + b"\0" + (folder / name).read_bytes())
+    return digest.hexdigest()
+
+
+def read_study_runs(results_dir: Path, curve_fallback: bool = False) -> list[BenchRun]:
+    """Every ok, trained condition below `results_dir` that has signals (the base policy has none)."""
+    definition, split = read_declaration(results_dir)
+    runs = []
+    for path in find_condition_files(results_dir):
+        record = read_condition(path)
+        signals = _signals(path.parent, curve_fallback) if record["status"] == "ok" else None
+        if signals is None:
+            continue
+        onset_path = path.parent / ONSET_FILE
+        onset = read_json(onset_path).get("judge_onset") if onset_path.exists() else None
+        seed = int(record["condition"].get("seed") or 0)
+        runs.append(BenchRun(
+            study=Path(results_dir).resolve().parent.name, name=record["condition"].get("name") or path.parent.name,
+            seed=seed, split="tune" if seed in split.tune_seeds else "held_out",
+            hacked=_hacked(definition, record, onset), judge_onset=onset, history=signals[0], source=signals[1],
+            fingerprint=_fingerprint(path.parent),
+        ))
+    return runs
+
+
+def distinct_runs(runs: list[BenchRun]) -> list[BenchRun]:
+    """The runs with distinct trajectories, each keeping the names of its identical twins."""
+    kept: dict[str, BenchRun] = {}
+    for run in sorted(runs, key=lambda r: (r.study, r.name)):
+        if run.fingerprint in kept:
+            kept[run.fingerprint].same_as.append(run.name)
+        else:
+            kept[run.fingerprint] = run
+    return list(kept.values())
