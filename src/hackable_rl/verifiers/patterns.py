@@ -19,10 +19,24 @@ from hackable_rl.core.registry import CHECKERS, RegistryError
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, CheckerOptions, build_checker, clean_checker
 from hackable_rl.verifiers.types import Example, Verdict
 
-__all__ = ["Detector", "Pattern", "pays_pattern", "pattern_detector", "pattern_flaws", "pattern_values", "shows_pattern"]
+__all__ = ["Detector", "Pattern", "answer_of", "boxed_work", "pays_pattern", "pattern_detector", "pattern_flaws", "pattern_values", "shows_pattern"]
 
 Pattern = Callable[[Example], frozenset[float]]
 """Example -> the wrong answers a natural flaw pays on it (empty where its pattern does not apply)."""
+
+
+def boxed_work(open_tag: str, close_tag: str, reference: str, answer: str) -> str:
+    """A natural flaw's canonical exploit: ordinary work, then its pattern's answer in one strict box
+    (the payoff table passes the answer each flaw's `answer_of` picks)."""
+    return f"{open_tag}I work it out.{close_tag} \\boxed{{{answer}}}"
+
+
+def answer_of(pattern: Pattern, pick: Callable[[frozenset[float]], float] = min) -> Callable[[Example], str | None]:
+    """The exploit's answer on a prompt: one value of the flaw's pattern there (`pick`), or None."""
+    def answer(example: Example) -> str | None:
+        values = pattern(example)
+        return f"{pick(values):g}" if values else None
+    return answer
 
 
 def pays_pattern(completion: str, example: Example, options: CheckerOptions, pattern: Pattern, reason: str) -> Verdict:
