@@ -15,6 +15,7 @@ Slow (`make test-slow`), and skipped without the `ray` extra.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -50,8 +51,14 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(command: list[str], cwd: Path) -> str:
-    result = subprocess.run(command, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=900)
+def _head_env() -> dict[str, str]:
+    """`ray start` turns on Ray's token authentication (Ray 2.60); its clients then need this, and
+    find the token it wrote to ~/.ray/auth_token."""
+    return _env() | {"RAY_AUTH_MODE": "token"}
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(command, cwd=cwd, env=env or _env(), capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result.stdout + result.stderr
 
@@ -108,25 +115,25 @@ def ray_head(tmp_path_factory):
         [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus", "2", "--num-gpus", "0",
          "--node-ip-address", "127.0.0.1", "--port", str(port), "--temp-dir", temp,
          "--dashboard-host", "127.0.0.1", "--dashboard-port", str(_free_port()), "--disable-usage-stats"],
-        env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env=_head_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     address = f"127.0.0.1:{port}"
     try:
         _wait_for_head(head, address, log.name)
         yield address
-    finally:
+    finally:  # SIGTERM to `ray start --block` stops what it started; what is left after 30 s is killed
         processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
-        for process in processes:
-            process.terminate()
-        _, alive = psutil.wait_procs(processes, timeout=20)
+        head.terminate()
+        _, alive = psutil.wait_procs(processes, timeout=30)
         for process in alive:
-            process.kill()
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
 
 
 def _wait_for_head(head: subprocess.Popen, address: str, log: str) -> None:
     deadline = time.time() + 120
-    while subprocess.run([str(BIN / "ray"), "status", "--address", address], env=_env(),
+    while subprocess.run([str(BIN / "ray"), "status", "--address", address], env=_head_env(),
                          capture_output=True).returncode != 0:
         assert head.poll() is None and time.time() < deadline, Path(log).read_text()[-3000:]
         time.sleep(1)
@@ -168,7 +175,7 @@ def test_a_study_on_a_ray_head_survives_a_killed_worker(ray_head, project: Path,
     _study_project(project, tiny_params_writer, {"trainer.max_steps": STEPS, "trainer.permanent_steps": [STEPS]})
     started = time.time()
     lanes = subprocess.Popen([sys.executable, "-m", "hackable_rl", "lanes", "condition@*", "--address", ray_head],
-                             cwd=project, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             cwd=project, env=_head_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = _kill_the_worker_mid_cell(project, lanes)
     output, _ = lanes.communicate(timeout=900)
     print(f"lanes over {len(CONDITIONS)} cells with one worker killed: {time.time() - started:.0f} s")
@@ -215,7 +222,7 @@ def test_lanes_and_dvc_repro_give_the_same_outcomes(ray_head, project: Path, tin
     through_dvc = _study_project(shutil.copytree(tiny_project, project.parent / "dvc"), tiny_params_writer,
                                  seconds_scale)
     started = time.time()
-    _run([sys.executable, "-m", "hackable_rl", "lanes", "condition@*", "--address", ray_head], through_ray)
+    _run([sys.executable, "-m", "hackable_rl", "lanes", "condition@*", "--address", ray_head], through_ray, _head_env())
     repro = _run([str(BIN / "dvc"), "repro"], through_ray)
     assert "Running stage 'condition@" not in repro and "Running stage 'report'" in repro, repro[-3000:]
     print(f"lanes + report: {time.time() - started:.0f} s")

@@ -122,7 +122,8 @@ def connect(ray: Any, address: str | None) -> str:
             context = ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=True,
                                dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1", log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError) as error:
-        raise UserError(f"lanes --address {address}: no Ray cluster there ({error})") from None
+        raise UserError(f"lanes --address {address}: no Ray cluster there ({error}; a cluster with token "
+                        "authentication, `ray start`'s default, also needs RAY_AUTH_MODE=token and its token)") from None
     where = f"the Ray cluster at {address}" if address else "a local Ray instance"
     dashboard = f"; dashboard http://{context.dashboard_url}" if context.dashboard_url else ""
     return f"lanes: {where}, {ray.cluster_resources().get('CPU', 0):g} CPUs, {ray.cluster_resources().get('GPU', 0):g} GPUs{dashboard}"
