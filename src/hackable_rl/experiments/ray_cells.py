@@ -18,6 +18,7 @@ Ray is imported here only: the default install does not need it (`pip install 'h
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -115,6 +116,8 @@ def import_ray() -> Any:
 def connect(ray: Any, address: str | None) -> str:
     """Joins the cluster at `address`, or starts a local Ray on 127.0.0.1 with this machine's cores;
     returns a line saying which, with the dashboard's address."""
+    if address:
+        _check_answers(address)
     try:
         if address:
             context = ray.init(address=address, log_to_driver=False)
@@ -127,6 +130,17 @@ def connect(ray: Any, address: str | None) -> str:
     where = f"the Ray cluster at {address}" if address else "a local Ray instance"
     dashboard = f"; dashboard http://{context.dashboard_url}" if context.dashboard_url else ""
     return f"lanes: {where}, {ray.cluster_resources().get('CPU', 0):g} CPUs, {ray.cluster_resources().get('GPU', 0):g} GPUs{dashboard}"
+
+
+def _check_answers(address: str) -> None:
+    """A `host:port` where nothing listens is one line at once (Ray itself retries for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # `auto` and other forms Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as error:
+        raise UserError(f"lanes --address {address}: no Ray cluster answers there ({error.strerror or error})") from None
 
 
 def run_cells(
