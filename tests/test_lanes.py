@@ -31,6 +31,8 @@ def test_lanes_picks_the_outdated_cells_with_their_threads_once_upstream_is_done
         "first": {"cmd": "python -c \"open('a.txt', 'w').write('a')\"", "outs": ["a.txt"]},
         "cell": {"matrix": {"n": [1, 2]}, "deps": ["a.txt"], "outs": ["c${item.n}.txt"], "params": ["torch_threads"],
                  "cmd": "python -c \"open('c${item.n}.txt', 'w').write(open('a.txt').read())\""},
+        "wide": {"deps": ["a.txt"], "outs": ["w.txt"], "params": ["torch_threads"],
+                 "cmd": "python -c \"open('w.txt', 'w')\" --set torch_threads=3"},
     }
     (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
     monkeypatch.chdir(tmp_path)
@@ -41,9 +43,10 @@ def test_lanes_picks_the_outdated_cells_with_their_threads_once_upstream_is_done
         with pytest.raises(UserError, match="no stage matches nope@"):
             outdated_stages(repo, ["nope@*"], logs)
         repo.reproduce("first")
-        cells = outdated_stages(repo, ["cell@*"], logs)
+        cells = outdated_stages(repo, ["cell@*", "wide"], logs)
     assert [(c.name, c.cpus, c.log, c.command[:2]) for c in cells] == [
-        ("cell@1", 2, logs / "cell@1.log", ["python", "-c"]), ("cell@2", 2, logs / "cell@2.log", ["python", "-c"])]
+        ("cell@1", 2, logs / "cell@1.log", ["python", "-c"]), ("cell@2", 2, logs / "cell@2.log", ["python", "-c"]),
+        ("wide", 3, logs / "wide.log", ["python", "-c"])]  # the command's own --set torch_threads wins
 
 
 def test_lanes_without_ray_says_how_to_install_it(monkeypatch) -> None:

@@ -318,27 +318,15 @@ def seeds_command(
 @app.command()
 def lanes(
     stages: Annotated[list[str], typer.Argument(help="Stage name globs, e.g. 'condition@*' 'reference@*'.")],
-    address: Annotated[
-        str | None,
-        typer.Option("--address", envvar="RAY_ADDRESS",
-                     help="A running Ray cluster (host:port, ray://host:10001); default: a local Ray on 127.0.0.1."),
-    ] = None,
-    jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", help="At most this many cells at once (default: as the resources allow).")
-    ] = None,
-    retries: Annotated[int, typer.Option("--retries", help="Retries of a cell whose worker or node died.")] = 3,
+    address: Annotated[str | None, typer.Option(envvar="RAY_ADDRESS", help="A Ray cluster (host:port); default: a local Ray.")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="At most this many cells at once.")] = None,
+    retries: Annotated[int, typer.Option(help="Retries of a cell whose worker or node died.")] = 3,
     project: Annotated[Path, typer.Option("--project", help="The DVC project (folder).")] = Path("."),
 ) -> None:
-    """Run a study's outdated DVC stages as Ray tasks, side by side as the CPUs (or GPUs) allow, and
-    record each in dvc.lock as it ends (docs/studies.md, docs/scale-out.md). Needs the `ray` extra."""
+    """Run a study's outdated DVC stages as Ray tasks, each recorded in dvc.lock as it ends (docs/scale-out.md)."""
     from hackable_rl.experiments.lanes import run_lanes
 
-    check_range("--retries", retries, 0, 100)
-    if jobs is not None:
-        check_range("--jobs", jobs, 1, 10_000)
     results = run_lanes(project, stages, address, jobs, retries, typer.echo)
-    if not results:
-        typer.echo(f"lanes: every stage matching {' '.join(stages)} is up to date")
     raise typer.Exit(code=int(any(result.code for _, result in results)))
 
 
@@ -413,12 +401,8 @@ def condition(
     cell: Annotated[str | None, typer.Option("--cell", help="The study file's blind-spot cell to train against.")] = None,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
-    resume: Annotated[
-        ResumeMode,
-        typer.Option("--resume", envvar="HACKABLE_RL_RESUME",
-                     help="`auto`: continue the cell's training run from its last resumable checkpoint, when it has "
-                          "one (a retried cell: `lanes` sets it); `never`: train from scratch."),
-    ] = ResumeMode.never,
+    resume: Annotated[ResumeMode, typer.Option(envvar="HACKABLE_RL_RESUME", help="auto: continue the training run from "
+                      "its last resumable checkpoint, if any (lanes sets it for a retried cell).")] = ResumeMode.never,
 ) -> None:
     """Run one study condition (train + evaluate, or evaluate the base) and write condition.json.
     A failed run is recorded there (status failed, its error) and exits 0, so a sweep goes on."""

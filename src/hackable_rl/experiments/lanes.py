@@ -16,9 +16,11 @@ brings the upstream up to date first.
 from __future__ import annotations
 
 import fnmatch
+import os
 import shlex
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from hackable_rl.core.errors import UserError
@@ -55,9 +57,14 @@ def _cell(stage, log_dir: Path) -> CellRun:
 
 
 def _threads(stage) -> float:
-    """The stage's `torch_threads` param (the CPUs its command uses), 1 when it tracks none."""
+    """The CPUs the stage's command uses: its `--set torch_threads=N`, else its `torch_threads` param,
+    else 1."""
     from dvc.dependency.param import ParamsDependency
 
+    for part in shlex.split(stage.cmd):
+        name, _, value = part.partition("=")
+        if name == THREADS_PARAM and value.isdigit() and int(value) > 0:
+            return int(value)
     for dep in stage.deps:
         if isinstance(dep, ParamsDependency):
             value = dep.read_params().get(THREADS_PARAM)
@@ -75,6 +82,8 @@ def run_lanes(
     from dvc.exceptions import DvcException, NotDvcRepoError
     from dvc.repo import Repo
 
+    if jobs is not None and jobs < 1 or retries < 0:
+        raise UserError(f"lanes: --jobs {jobs} --retries {retries}: expected --jobs of 1 or more, --retries of 0 or more")
     ray = import_ray()
     try:
         with Repo(str(repo_dir)) as repo:
@@ -82,8 +91,11 @@ def run_lanes(
     except NotDvcRepoError:
         raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
     if not cells:
+        echo(f"lanes: every stage matching {' '.join(patterns)} is up to date")
         return []
     echo(connect(ray, address))
+    if not address:  # a cell asking more threads than this machine has still runs, as under `dvc repro`
+        cells = [replace(cell, cpus=min(cell.cpus, os.cpu_count() or 1)) for cell in cells]
     try:
         with Repo(str(repo_dir)) as repo:
 
