@@ -79,17 +79,10 @@ def run_lanes(
 ) -> list[tuple[CellRun, CellResult]]:
     """Runs the outdated matching stages as Ray tasks, commits each that exits 0 as it ends, and
     `echo`es one line per finished stage; returns every stage with its result."""
-    from dvc.exceptions import DvcException, NotDvcRepoError
-    from dvc.repo import Repo
-
     if jobs is not None and jobs < 1 or retries < 0:
         raise UserError(f"lanes: --jobs {jobs} --retries {retries}: expected --jobs of 1 or more, --retries of 0 or more")
     ray = import_ray()
-    try:
-        with Repo(str(repo_dir)) as repo:
-            cells = outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
-    except NotDvcRepoError:
-        raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
+    cells = _outdated(repo_dir, patterns)
     if not cells:
         echo(f"lanes: every stage matching {' '.join(patterns)} is up to date")
         return []
@@ -97,20 +90,42 @@ def run_lanes(
     if not address:  # a cell asking more threads than this machine has still runs, as under `dvc repro`
         cells = [replace(cell, cpus=min(cell.cpus, os.cpu_count() or 1)) for cell in cells]
     try:
-        with Repo(str(repo_dir)) as repo:
-
-            def record(index: int, result: CellResult) -> None:  # at once: a kill of lanes loses no finished stage
-                if result.code == 0:
-                    try:
-                        repo.commit(f"{Path(repo.root_dir) / 'dvc.yaml'}:{cells[index].name}", force=True)
-                    except DvcException as error:  # e.g. an output the command did not write: the others go on
-                        result = uncommitted[index] = CellResult(-1, f"dvc commit: {error}")
-                echo(outcome_line(cells[index], result))
-
-            uncommitted: dict[int, CellResult] = {}
-            results = run_cells(ray, cells, uuid.uuid4().hex, jobs, retries, record)
+        return _run_and_record(ray, repo_dir, cells, jobs, retries, echo)
     finally:
         ray.shutdown()
+
+
+def _outdated(repo_dir: Path, patterns: list[str]) -> list[CellRun]:
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.repo import Repo
+
+    try:
+        with Repo(str(repo_dir)) as repo:
+            return outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
+    except NotDvcRepoError:
+        raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
+
+
+def _run_and_record(
+    ray, repo_dir: Path, cells: list[CellRun], jobs: int | None, retries: int, echo: Callable[[str], None]
+) -> list[tuple[CellRun, CellResult]]:
+    """The cells through Ray, each committed to dvc.lock the moment it ends (a kill of lanes loses no
+    finished cell); a cell whose outputs DVC cannot commit is reported failed, and the others go on."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    uncommitted: dict[int, CellResult] = {}
+    with Repo(str(repo_dir)) as repo:
+
+        def record(index: int, result: CellResult) -> None:
+            if result.code == 0:
+                try:
+                    repo.commit(f"{Path(repo.root_dir) / 'dvc.yaml'}:{cells[index].name}", force=True)
+                except DvcException as error:  # e.g. an output the command did not write
+                    result = uncommitted[index] = CellResult(-1, f"dvc commit: {error}")
+            echo(outcome_line(cells[index], result))
+
+        results = run_cells(ray, cells, uuid.uuid4().hex, jobs, retries, record)
     return [(cell, uncommitted.get(index, result)) for index, (cell, result) in enumerate(zip(cells, results, strict=True))]
 
 
