@@ -49,7 +49,7 @@ def test_the_study_file_declares_k_1_2_3_and_no_member_is_an_oracle() -> None:
     assert study_cells(STUDY) == ["k1", "k2", "k3"]
     assert cell_roles(STUDY) == CellRoles(("k1", "k2", "k3"), "clean", "k3",
                                           ("base", "baseline", "baseline_majority", "robust", "corrected"),
-                                          ("master_key", "any_box"))
+                                          ("master_key", "any_box"), partial=("k1", "k2"))
     for name, k in (("k1", 1), ("k2", 2), ("k3", 3)):
         cell = read_cell(STUDY, name)
         assert cell.sharing == k and "clean" not in cell.checkers and cell.exploited_flaw == "master_key"

@@ -29,7 +29,9 @@ reference: {{cell: clean, members: [clean, clean, clean]}}
 methods: [base, baseline, veto]
 method_overrides:
   veto: ["method={METHOD}", "method_kwargs.threshold=0.2"]
-seeds: [0]
+seeds: [0, 1, 2, 3, 4]
+primary_outcomes: [mitigation_by_k]
+family: [mitigation_by_k]
 """
 SECONDS_SCALE = ["tracking.enabled=false", "trainer.max_steps=2", "trainer.permanent_steps=[2]",
                  "objective.rewards=[correctness_reward]", "report.outcomes=outcomes.json"]

@@ -41,7 +41,8 @@ def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
     assert cfg.data.arith.exploit_share > 0 and cfg.data.arith.hedged_share > 0
     grid = yaml.safe_load((folder / "study.yaml").read_text())
     assert set(grid["methods"]) == {"base", "baseline", "baseline_majority", "robust", "corrected"}
-    assert len(grid["seeds"]) == 3 and grid["primary_outcomes"]
+    assert len(grid["seeds"]) >= 5 and grid["primary_outcomes"] and grid["family"]
+    assert cfg.warmstart.seed is None  # every replicate warm-starts its own policy
     for cell in grid["cells"]:
         for method in grid["methods"]:
             overrides, _, _ = study.study_condition(folder / "study.yaml", method, cell)
@@ -52,6 +53,14 @@ def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
 def _flawed(member) -> bool:
     """A member that can be wrong: corrupted by a channel, or a flawed checker of its own."""
     return member.corrupted or member.checker != "clean"
+
+
+def test_every_study_file_declares_its_replicates_and_family() -> None:
+    from hackable_rl.config.study import load_study_declaration
+
+    for path in PIPELINES:
+        if (path.parent / "study.yaml").exists():
+            assert len(load_study_declaration(path.parent / "study.yaml").seeds) >= 5, path
 
 
 def test_no_study_config_has_an_oracle_member() -> None:
@@ -84,7 +93,7 @@ def test_j_sweep_grid_has_equal_j_pairs_a_negative_j_cell_and_its_controls() -> 
     folder = ROOT / "pipelines" / "corruption_sweep"
     study_file = folder / "study.yaml"
     grid = yaml.safe_load(study_file.read_text())
-    assert grid["methods"] == ["base", "baseline", "corrected"] and grid["seeds"] == [0, 1, 2]
+    assert grid["methods"] == ["base", "baseline", "corrected"] and grid["seeds"] == [0, 1, 2, 3, 4]
     cells = {cell.name: cell for cell in noise_cells(study_file)}
     assert cells["clean"].youden == 1.0 and cells[grid["random_control"]].youden == 0.0
     assert {0.8, 0.4, 0.2, 0.0} <= {cell.youden for cell in cells.values()}

@@ -9,20 +9,21 @@ runs inside `UserErrorCommands.invoke`, so a command body calls its functions di
 from __future__ import annotations
 
 import logging
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 import yaml
 
-from hackable_rl import __version__
+from hackable_rl import __version__, cli_study
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
-from hackable_rl.config.experiment import ExperimentConfig
+from hackable_rl.cli_options import ConfigOption, ResumeMode, SetOption
+from hackable_rl.cli_options import command_config as _config
+from hackable_rl.cli_options import model_config as _model_config
 from hackable_rl.config.loading import describe_fields
 from hackable_rl.core.redact import masked_log_handler
 from hackable_rl.core.storage import check_output_path
-from hackable_rl.scoring.extensions import check_builds, load_resolved
+from hackable_rl.scoring.extensions import check_builds
 
 app = typer.Typer(
     cls=UserErrorCommands,
@@ -33,18 +34,6 @@ app = typer.Typer(
     add_completion=False,
 )
 log = logging.getLogger("hackable_rl")
-
-ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="params YAML file.")]
-SetOption = Annotated[
-    list[str] | None,
-    typer.Option("--set", "-s", help="Override one value, e.g. --set corruption.rate=0.4 (repeatable)."),
-]
-
-
-class ResumeMode(StrEnum):
-    never = "never"
-    auto = "auto"
-
 
 def _version(value: bool) -> None:
     if value:
@@ -70,39 +59,23 @@ def main(
     )
 
 
-def _model_config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
-    """`_config` for the commands that run a model: torch's threads and determinism set first, and
-    no library progress bars for loading and saving weights."""
-    from hackable_rl.config.runtime import quiet_library_progress_bars, use_torch_settings
-
-    resolved = _config(config, overrides, refusals)
-    use_torch_settings(resolved)
-    quiet_library_progress_bars()
-    return resolved
-
-
-def _config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
-    """The validated config; with tracking on, MLFLOW_TRACKING_URI is checked here too, so that an
-    unknown scheme fails before any work rather than when the first metric is logged."""
-    from hackable_rl.tracking.store import tracking_uri
-
-    resolved = load_resolved(config, overrides or [], refusals)
-    if resolved.tracking.enabled:
-        tracking_uri(resolved.storage.cache_dir)
-    return resolved
-
-
 @app.command()
 def validate(
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
     explain: Annotated[bool, typer.Option("--explain", help="Print every field with its description.")] = False,
+    study: Annotated[
+        Path | None,
+        typer.Option("--study", help="Also check a study file's declarations: replicates, primary outcomes, family."),
+    ] = None,
 ) -> None:
     """Validate a params file and print the resolved config (or one line per problem, exit 2)."""
     resolved = _config(config, overrides)
     if explain:
         typer.echo("\n".join(describe_fields(type(resolved))))
         return
+    if study is not None:
+        cli_study.check_study(study)
     typer.echo(yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False).rstrip())
     typer.secho(f"# {config}: valid (run name {resolved.run_name})", err=True, fg=typer.colors.GREEN)
 
@@ -370,58 +343,6 @@ def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption =
 
 
 @app.command()
-def payoff(
-    config: ConfigOption = Path("params.yaml"),
-    overrides: SetOption = None,
-    study: Annotated[Path | None, typer.Option("--study", help="Study file: its methods and cells or rates.")] = None,
-    prompts: Annotated[int, typer.Option(min=1, help="Training prompts sampled.")] = 64,
-    honest_samples: Annotated[int, typer.Option(min=0, help="Base-policy samples per prompt (honest work).")] = 0,
-    out: Annotated[Path | None, typer.Option("--out", help="Where payoff.json goes.")] = None,
-    allow_unpayable: Annotated[bool, typer.Option(help="Exit 0 even when no exploit pays.")] = False,
-) -> None:
-    """The exploit payoff table: mean training reward of canonical completions per cell and method
-    beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
-    from hackable_rl.experiments.study import study_payoff
-    from hackable_rl.scoring import payoff as table
-
-    cells, rates = study_payoff(_config(config, overrides), study, prompts, honest_samples)
-    typer.echo("\n".join(table.format_payoff(cells)))
-    if out is not None:
-        typer.echo(f"written to {table.write_payoff(out, cells, rates)}")
-    problem = table.unpayable_problem(cells)
-    if problem and not allow_unpayable:
-        fail(problem)
-
-
-@app.command()
-def condition(
-    method: Annotated[str, typer.Option("--method", help="base (no RL), a registered method or a method variant of the study file.")],
-    out: Annotated[Path, typer.Option("--out", help="Folder that receives condition.json.")],
-    study: Annotated[Path | None, typer.Option("--study", help="Study file: method_overrides, cells.")] = None,
-    cell: Annotated[str | None, typer.Option("--cell", help="The study file's blind-spot cell to train against.")] = None,
-    config: ConfigOption = Path("params.yaml"),
-    overrides: SetOption = None,
-    resume: Annotated[ResumeMode, typer.Option(envvar="HACKABLE_RL_RESUME", help="auto: continue the training run from "
-                      "its last resumable checkpoint, if any (lanes sets it for a retried cell).")] = ResumeMode.never,
-) -> None:
-    """Run one study condition (train + evaluate, or evaluate the base) and write condition.json.
-    A failed run is recorded there (status failed, its error) and exits 0, so a sweep goes on."""
-    from hackable_rl.experiments.study import run_condition, study_condition
-
-    if cell and not study:
-        fail("condition: --cell needs --study (the file that declares the cells)")
-    extra, spot, variant = study_condition(study, method, cell) if study else ([], None, False)
-    cfg = _model_config(config, [*extra, *(overrides or [])], refusals=False)  # a refused cell is recorded
-    check_output_path(out, "--out", folder=True)
-    record = run_condition(cfg, method, out, spot, variant, resume.value)
-    name = record["condition"]["name"]
-    if record["status"] == "ok":
-        typer.echo(f"condition {name}: ok, pass@1 {record['eval'].get('pass_at_1')}, gap {record['eval'].get('hacking_gap')}")
-    else:
-        typer.secho(f"condition {name}: FAILED ({record['error']}); recorded in {out}", err=True, fg=typer.colors.RED)
-
-
-@app.command()
 def report(
     study: Annotated[Path | None, typer.Option("--study", help="Folder holding the study's condition.json files.")] = None,
     single: Annotated[bool, typer.Option("--single", help="Report the root pipeline's single run.")] = False,
@@ -448,3 +369,8 @@ def report(
     if refresh_onsets and study is not None:
         typer.echo(f"onset.json rewritten from {len(rewrite_onsets(study))} run folders")
     typer.echo("\n".join(build_report(cfg, target, study, metrics_dir, headline)))
+
+
+# The study commands: the payoff table (and the arms identical by construction), one study condition.
+app.command()(cli_study.payoff)
+app.command()(cli_study.condition)

@@ -25,6 +25,7 @@ __all__ = [
     "ConfigLoader",
     "apply_overrides",
     "describe_fields",
+    "describe_problem",
     "flatten_config",
     "load_config",
     "parse_override",
@@ -208,7 +209,7 @@ def validate_config(raw: Mapping[str, Any], source: str | None = None) -> Experi
     try:
         return ExperimentConfig.model_validate(dict(raw))
     except ValidationError as error:
-        raise ConfigError([_describe(item) for item in error.errors()], source) from None
+        raise ConfigError([describe_problem(item) for item in error.errors()], source) from None
 
 
 def flatten_config(config: BaseModel | Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -239,7 +240,7 @@ def describe_fields(model: type, prefix: str = "") -> list[str]:
 # --------------------------------------------------------------------------- error lines
 
 
-def _describe(item: Mapping[str, Any]) -> str:
+def describe_problem(item: Mapping[str, Any]) -> str:
     """One line per Pydantic error: `<dotted path>: <value> <what is allowed>`."""
     location = [str(part) for part in item["loc"]]
     path = ".".join(location)

@@ -185,6 +185,9 @@ class Exploit:
     """Its column head in the printed table."""
     build: Callable[..., str]
     """`build(open_tag, close_tag, reference, wrong_answer, **checker_settings) -> completion text`."""
+    answer: Callable[[Any], str | None] | None = None
+    """The wrong answer it boxes on an example (`verifiers.types.Example`: a natural flaw's pattern
+    needs the prompt's chain); None here, or its returning None, boxes a generic wrong answer."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,10 @@ class CheckerSpec:
     `flaw` channel mixing it in at rate p knows its noise rates are at most (p, 0)."""
     exploits: tuple[Exploit, ...] = ()
     """The canonical completions that exploit it: the payoff table prices each."""
+    pattern: Callable[[Any], frozenset[float]] | None = None
+    """A natural flaw's pattern: the wrong answers it pays on an example (`Example -> values`), an
+    error the policy makes by itself (`verifiers/early_stop.py`). The payoff's strict wrong answer
+    avoids the values of every natural flaw its grid names, so that it stays wrong under each."""
 
     def __call__(self, completion: str, example: Any, **kwargs: Any) -> Any:
         return self.function(completion, example, **kwargs)

@@ -30,6 +30,7 @@ from typing import Any
 
 from hackable_rl.config.loading import parse_override, read_yaml
 from hackable_rl.core.errors import UserError
+from hackable_rl.verifiers.patterns import pattern_flaws
 
 __all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "variant_method", "study_cells", "cell_roles", "read_study_file"]
 
@@ -43,6 +44,9 @@ class Cell:
     exploited_flaw: str | None
     rates: dict[str, tuple[float, float]]
     """(rho0, rho1) per flawed checker, as the study file declares them (corrected reads them)."""
+    patterns: tuple[str, ...] = ()
+    """The natural flaws the study names in any cell (`verifiers/patterns.py`): each one's pattern
+    share is measured in every condition, whichever flaws this cell's members hold."""
 
     @property
     def sharing(self) -> int:
@@ -117,7 +121,15 @@ def read_cell(study_file: Path, name: str) -> Cell | NoiseCell:
     if not isinstance(checkers, list) or not checkers or not all(isinstance(c, str) for c in checkers):
         raise UserError(f"{study_file}: cells.{name} must be a non-empty list of checker names "
                         "or the members' noise, {fpr: 0.3, fnr: 0.1}")
-    return Cell(name, tuple(checkers), data.get("exploited_flaw"), _rates(study_file, data.get("flaw_rates") or {}))
+    return Cell(name, tuple(checkers), data.get("exploited_flaw"), _rates(study_file, data.get("flaw_rates") or {}),
+                _natural_flaws(data))
+
+
+def _natural_flaws(data: dict[str, Any]) -> tuple[str, ...]:
+    """Every natural flaw the study names (its exploited flaw, then its cells' checkers, in order)."""
+    named = [data.get("exploited_flaw")] + [checker for checkers in (data.get("cells") or {}).values()
+                                            if isinstance(checkers, list) for checker in checkers]
+    return tuple(pattern_flaws([name for name in named if isinstance(name, str)]))
 
 
 def _noise_cell(study_file: Path, name: str, rates: dict[str, Any]) -> NoiseCell:
@@ -149,6 +161,17 @@ class CellRoles:
     """The study file's `methods` (and method variants), in its order."""
     checkers: tuple[str, ...] = ()
     """The flawed checkers of its cells: the exploited flaw first, then the others in order."""
+    patterns: tuple[str, ...] = ()
+    """The natural flaws among them (`verifiers/patterns.py`): each one's pattern share is reported."""
+    family: tuple[str, ...] = ()
+    """The study file's `family`: the outcome names Holm's correction runs over (empty: every declared outcome)."""
+    partial: tuple[str, ...] = ()
+    """The cells in which some member lacks the exploited flaw (where disagreement can see it)."""
+
+    @property
+    def natural(self) -> bool:
+        """The exploited flaw is a natural one: the study measures an error the policy makes by itself."""
+        return bool(self.checkers) and self.checkers[0] in self.patterns
 
 
 def cell_roles(study_file: Path) -> CellRoles:
@@ -160,9 +183,13 @@ def cell_roles(study_file: Path) -> CellRoles:
     reference = data.get("reference")
     flaw = data.get("exploited_flaw")
     checkers = [*([flaw] if flaw else []), *(c for cell in cells for c in cell.checkers)]
+    family = data.get("family") or []
+    if not isinstance(family, list) or not all(isinstance(name, str) for name in family):
+        raise UserError(f"{study_file}: family must be a list of outcome names (those Holm's correction runs over)")
     return CellRoles(tuple(names), reference.get("cell") if isinstance(reference, dict) else None,
                      shared_by_all[0] if shared_by_all else None, tuple(data.get("methods") or ()),
-                     tuple(dict.fromkeys(checkers)))
+                     tuple(dict.fromkeys(checkers)), _natural_flaws(data), tuple(family),
+                     tuple(cell.name for cell in cells if 0 < cell.sharing < len(cell.checkers)))
 
 
 def _reference_cell(data: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,10 @@ the others nor disappears from the table: its row keeps the error text and blank
 from __future__ import annotations
 
 import logging
+import os
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ import pandas as pd
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
-from hackable_rl.core.jsonl import iter_jsonl, write_jsonl
+from hackable_rl.core.jsonl import iter_jsonl, read_json, write_jsonl
 from hackable_rl.core.stats import mean
 from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
@@ -38,19 +40,28 @@ from hackable_rl.experiments.cells import (
     variant_method,
 )
 from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
-from hackable_rl.experiments.exploits import CURVE_COLUMNS, exploit_share_by_prompt, training_curve
+from hackable_rl.experiments.exploits import (
+    curve_columns,
+    exploit_share_by_prompt,
+    pattern_column,
+    pattern_shares_by_prompt,
+    training_curve,
+)
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
 from hackable_rl.scoring.extensions import check_config
+from hackable_rl.scoring.identities import Identity, identical_arms
 from hackable_rl.scoring.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.study_records.condition_files import (
     BASE,
     CONDITION_FILE,
     CURVE_FILE,
     EXPLOITS_FILE,
+    IDENTICAL,
     study_methods,
     write_condition,
 )
 from hackable_rl.study_records.onset import write_onset
+from hackable_rl.tracking.tracker import attach_tracker
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 from hackable_rl.training.run_dir import Resume
 from hackable_rl.verifiers.checkers import CheckerOptions
@@ -175,6 +186,13 @@ def study_payoff(
     return score_specs(config, specs, prompts, samples), rates
 
 
+def study_identities(study_file: Path, cells: list[PayoffCell]) -> list[Identity]:
+    """The study's arms identical by construction (none for a rate grid), representatives chosen by
+    the order of the study's `methods`."""
+    methods = [m for m in read_study_file(study_file).get("methods", []) if m != BASE]
+    return identical_arms(cells, methods)
+
+
 def study_checkers(study_file: Path) -> list[str]:
     """Every flawed checker the study's cells hold (the payoff stage measures each one's rates)."""
     cells = [read_cell(study_file, name) for name in study_cells(study_file)]
@@ -202,12 +220,39 @@ def run_condition(
         cfg = condition_config(config, condition)  # a method that refuses this cell is recorded as failed
         record["run_name"] = cfg.run_name
         record |= _run_base(cfg) if method == "base" else _run_trained(cfg, resume)
-        _write_outcomes(cfg, condition, record, out_dir)
+        _write_outcomes(cfg, condition, record, out_dir, getattr(cell, "patterns", ()))
         record["status"], record["error"] = "ok", None
     except Exception as error:  # a failed condition is data, not a crash: keep it and move on
         log.error("condition %s failed: %s", condition.name, error)
         record |= {"status": "failed", "error": _error_text(error), "traceback": traceback.format_exc()}
     record["seconds"] = time.time() - started
+    write_condition(out_dir / CONDITION_FILE, record)
+    return record
+
+
+def identical_twin(payoff_file: Path, cell: str | None, method: str) -> dict[str, str] | None:
+    """The arm this (cell, method) equals by construction, as the payoff stage found it (payoff.json
+    `identical_arms`), or None: trained as itself."""
+    if cell is None:
+        return None
+    data = read_json(payoff_file)
+    entries = data.get("identical_arms") if isinstance(data, dict) else None
+    for entry in entries or []:
+        if entry.get("cell") == cell and entry.get("method") == method:
+            return dict(entry["same_as"])
+    return None
+
+
+def record_identical(config: ExperimentConfig, method: str, out_dir: Path, cell: Cell | NoiseCell,
+                     twin: Mapping[str, str], variant: bool = False) -> dict[str, Any]:
+    """condition.json of an arm that is not trained because it equals `twin` by construction: it points
+    at the twin's folder (`<results>/<cell>/<method>-s<seed>`, the studies' layout), whose results the
+    reports read in its place."""
+    condition = condition_of(config, method, cell, variant)
+    twin_folder = out_dir.parent.parent / twin["cell"] / f"{twin['method']}-s{config.seed}"
+    record = {"condition": _described(condition), "run_name": condition.name, "status": IDENTICAL, "error": None,
+              "identical_to": {"cell": twin["cell"], "method": twin["method"],
+                               "folder": os.path.relpath(twin_folder, out_dir)}}
     write_condition(out_dir / CONDITION_FILE, record)
     return record
 
@@ -264,27 +309,55 @@ def _resumable(run_dir: Path, max_steps: int) -> bool:
     return not finished and last_resumable(run_dir) is not None
 
 
-def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path) -> None:
+def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path,
+                    patterns: tuple[str, ...] = ()) -> None:
     """Beside condition.json, what a paired report needs without the cache: the eval's per-prompt
     results (prompts.jsonl) and, under a flaw, the exploit share per prompt (exploits.jsonl) and per
-    training step (curve.csv); the shares' means go into the record (docs/studies.md)."""
+    training step (curve.csv), with each natural flaw's pattern share (`patterns`) beside it; the
+    shares' means go into the record, and the pattern curves into the run's MLflow metrics (docs/studies.md)."""
     eval_dir = Path(record["eval_dir"])
     if (eval_dir / PROMPTS_FILE).exists():
         write_prompt_results(out_dir / PROMPTS_FILE, read_prompt_results(eval_dir / PROMPTS_FILE))
     if condition.flaw is None or not (eval_dir / "generations.jsonl").exists():
         return
     options = CheckerOptions.from_config(cfg)
-    shares = exploit_share_by_prompt((row for _, row in iter_jsonl(eval_dir / "generations.jsonl")), condition.flaw, options)
-    write_jsonl(out_dir / EXPLOITS_FILE, [{"prompt_id": p, "exploit_share": v} for p, v in shares.items()])
+    metadata = _metadata(cfg, cfg.evaluation.split) if patterns else None
+    samples = [row for _, row in iter_jsonl(eval_dir / "generations.jsonl")]
+    shares = exploit_share_by_prompt(samples, condition.flaw, options, metadata)
+    by_pattern = pattern_shares_by_prompt(samples, patterns, options, metadata) if patterns else {}
+    write_jsonl(out_dir / EXPLOITS_FILE, [{"prompt_id": p, "exploit_share": v} | by_pattern.get(p, {})
+                                          for p, v in shares.items()])
     record["eval"]["exploit_share"] = mean(list(shares.values()))
+    for column in map(pattern_column, patterns):
+        record["eval"][column] = mean([row[column] for row in by_pattern.values() if column in row])
     if "run_dir" in record:
-        curve = training_curve(Path(record["run_dir"]), condition.flaw, options)
-        pd.DataFrame(curve, columns=list(CURVE_COLUMNS)).to_csv(out_dir / CURVE_FILE, index=False)
-        for key in ("exploit_share", "hacking_gap"):
+        train_metadata = _metadata(cfg, "train") if patterns else None
+        curve = training_curve(Path(record["run_dir"]), condition.flaw, options, train_metadata, patterns)
+        pd.DataFrame(curve, columns=curve_columns(patterns)).to_csv(out_dir / CURVE_FILE, index=False)
+        for key in ("exploit_share", "hacking_gap", *map(pattern_column, patterns)):
             record["train"][f"{key}/first"] = mean_of(key, first_tenth(curve))
             record["train"][f"{key}/last"] = mean_of(key, last_tenth(curve))
+        if patterns:
+            _log_pattern_curves(cfg, record["run_id"], curve, patterns)
         if condition.cell is not None:  # a blind-spot study reads each run's onset beside its curve
             write_onset(Path(record["run_dir"]), cfg.alarm, out_dir)
+
+
+def _metadata(cfg: ExperimentConfig, split: str) -> dict[str, dict[str, Any]]:
+    """prompt id -> its prepared row's metadata (a natural flaw's checker reads the prompt's chain)."""
+    return {str(row["id"]): row.get("metadata") or {} for row in read_prepared(cfg, split)}
+
+
+def _log_pattern_curves(cfg: ExperimentConfig, run_id: str | None, curve: list[dict[str, Any]],
+                        patterns: tuple[str, ...]) -> None:
+    """Each natural flaw's pattern share per step into the training run's MLflow metrics
+    (`pattern_share/<flaw>`), measured from its generation records once training has ended."""
+    if not run_id:
+        return
+    tracker = attach_tracker(cfg, run_id)
+    for row in curve:
+        tracker.log_metrics({pattern_column(flaw): row.get(pattern_column(flaw)) for flaw in patterns}, step=row["step"])
+    tracker.end("FINISHED")
 
 
 def _with_disagreement(metrics: dict[str, Any], eval_dir: Path) -> dict[str, Any]:

@@ -96,6 +96,21 @@ def methods_and_controls(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
     return table[~is_control], table[is_control]
 
 
+ONE_WARM_START = "95% t-intervals across training seeds, conditional on the study's one warm start"
+OWN_WARM_STARTS = "95% t-intervals across replicates, each with its own warm start"
+PARAMS_FILE = "params.yaml"
+
+
+def interval_label(study_dir: Path) -> str:
+    """How a study's intervals read: across replicates that each warm-started their own policy (its
+    params.yaml, beside the results folder, leaves `warmstart.seed` null), or conditional on the one
+    warm start it sets (also where no params.yaml is there to say)."""
+    params = Path(study_dir).resolve().parent / PARAMS_FILE
+    data = read_yaml(params) if params.is_file() else {}
+    warmstart = data.get("warmstart") if isinstance(data.get("warmstart"), dict) else None
+    return OWN_WARM_STARTS if warmstart is not None and warmstart.get("seed") is None else ONE_WARM_START
+
+
 def equivalence_margin(study_file: Path) -> float | None:
     """The study file's declared `equivalence_margin` (None: the file or the key is absent, and no
     comparison is called equivalent)."""

@@ -21,12 +21,16 @@ from pathlib import Path
 from hackable_rl.core.jsonl import write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
+from hackable_rl.experiments.cells import read_study_file
+from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
 from hackable_rl.report.outcomes import Paired, paired, policy_value
-from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition
+from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
 
-__all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
+__all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "declared_family", "in_declared_family", "labelled", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
 
 STUDY_INTERVAL = f"{INTERVAL_METHOD} (training seeds of one warm start)"
+"""The interval method of a study whose seeds share one warm start (`labelled` says otherwise)."""
+OWN_WARM_START_INTERVAL = f"{INTERVAL_METHOD} (replicates, each with its own warm start)"
 CellKey = tuple[str, str]
 """(cell, method) of a condition."""
 
@@ -54,6 +58,8 @@ class Outcome:
     p_value: float | None = None
     p_holm: float | None = None
     met_after_holm: bool | None = None
+    secondary: bool = False
+    """Outside the study's declared Holm family (study.yaml `family`): its raw verdict only."""
 
     @property
     def identical(self) -> bool:
@@ -65,7 +71,8 @@ class Outcome:
     def in_family(self) -> bool:
         """Adjusted with the others: a target that asks for a detected difference (not equivalence),
         between arms that are not identical."""
-        return self.p_value is not None and not self.target.startswith("equivalent") and not self.identical
+        return (self.p_value is not None and not self.target.startswith("equivalent") and not self.identical
+                and not self.secondary)
 
     @property
     def comparison(self) -> tuple[str, str, str, str]:
@@ -100,9 +107,10 @@ def load_cell_conditions(study_dir: Path) -> dict[CellKey, dict[int, Path]]:
     for path in sorted(Path(study_dir).rglob(CONDITION_FILE)):
         data = read_condition(path)
         condition = data["condition"]
-        if condition.get("cell") is None or data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
+        folder = condition_folder(path, data)
+        if condition.get("cell") is None or data["status"] != "ok" or not (folder / PROMPTS_FILE).exists():
             continue
-        cells.setdefault((condition["cell"], condition["method"]), {})[int(condition["seed"])] = path.parent
+        cells.setdefault((condition["cell"], condition["method"]), {})[int(condition["seed"])] = folder
     return cells
 
 
@@ -121,6 +129,27 @@ def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[
     return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, result.diff, result.ci_low, result.ci_high,
                    target, bool(met_rule(mean_a, mean_b, result)), result.seeds, result.per_seed,
                    p_value=result.p_value), result
+
+
+def declared_family(study_file: Path) -> list[str] | None:
+    """The study file's declared Holm family (`family`), None where the file does not declare one (then
+    every declared outcome is in it)."""
+    data = read_study_file(study_file) if study_file.exists() else None
+    family = data.get("family") if isinstance(data, dict) else None
+    return [str(name) for name in family] if isinstance(family, list) else None
+
+
+def labelled(outcomes: list[Outcome], interval: str) -> list[Outcome]:
+    """The outcomes with the interval method their study used (`report.conditions.interval_label`)."""
+    method = STUDY_INTERVAL if interval == ONE_WARM_START else OWN_WARM_START_INTERVAL
+    return [replace(o, interval_method=method) for o in outcomes]
+
+
+def in_declared_family(outcomes: list[Outcome], family: list[str] | None) -> list[Outcome]:
+    """The outcomes, those whose name is outside the declared `family` marked secondary."""
+    if family is None:
+        return outcomes
+    return [o if o.name in family else replace(o, secondary=True) for o in outcomes]
 
 
 def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
@@ -145,12 +174,15 @@ def fmt(value: float | None, signed: bool = False) -> str:
 def _verdict(outcome: Outcome) -> str:
     if outcome.identical:
         return "identical by construction (not tested)"
+    if outcome.secondary and outcome.met is not None:
+        return f"{'met' if outcome.met else 'not met'} (secondary: not in the Holm family)"
     return {True: "met", False: "not met", None: "undefined"}[outcome.met]
 
 
 def outcomes_table(outcomes: list[Outcome]) -> list[str]:
     """The outcomes as one markdown table, each outcome once."""
-    lines = ["## Declared outcomes (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "",
+    interval = ONE_WARM_START if not outcomes or outcomes[0].interval_method == STUDY_INTERVAL else OWN_WARM_STARTS
+    lines = [f"## Declared outcomes (paired by prompt and seed; {interval})", "",
              "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict | p | p (Holm) | "
              "verdict after Holm |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -159,9 +191,11 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
     identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical})
-    return lines + ["", "The declared outcomes are the family: Holm's correction adjusts the p-values of every distinct "
-                        "comparison whose target asks for a detected difference (equivalence targets are judged by their "
-                        "TOST; a comparison declared twice counts once).",
+    family = sorted({o.name for o in outcomes if not o.secondary})
+    return lines + ["", f"Holm's family is the declared one ({', '.join(family)}): the correction adjusts the p-values of "
+                        "every distinct comparison under those names whose target asks for a detected difference "
+                        "(equivalence targets are judged by their TOST; a comparison declared twice counts once). "
+                        "Outcomes outside it are secondary and keep their raw verdict.",
                     *(["", f"Identical by construction (every seed's difference exactly 0; listed, never tested): "
                         f"{'; '.join(identical)}."] if identical else [])]
 

@@ -31,12 +31,13 @@ from hackable_rl.evaluation.paired import (
     read_prompt_results,
 )
 from hackable_rl.evaluation.replicates import ONE_REPLICATE, replicate_interval
-from hackable_rl.report.conditions import CONTROL_PREFIX, method_label
+from hackable_rl.report.conditions import CONTROL_PREFIX, ONE_WARM_START, method_label
 from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import (
     CONDITION_FILE,
     CURVE_FILE,
     EXPLOITS_FILE,
+    condition_folder,
     read_condition,
 )
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
@@ -58,12 +59,13 @@ def load_cells(study_dir: Path) -> Cells:
     for path in sorted(Path(study_dir).rglob(CONDITION_FILE)):
         data = read_condition(path)
         condition = data["condition"]
-        if data["status"] != "ok" or not (path.parent / PROMPTS_FILE).exists():
+        folder = condition_folder(path, data)
+        if data["status"] != "ok" or not (folder / PROMPTS_FILE).exists():
             continue
         # a control is `control-<name>`: the format-only control is the reference method at rate 0 too, beside the
         # clean reference (`report.conditions`)
         key = (condition.get("flaw"), method_label(data), float(condition["rate"]))
-        cells.setdefault(key, {})[int(condition["seed"])] = path.parent
+        cells.setdefault(key, {})[int(condition["seed"])] = folder
     return cells
 
 
@@ -81,7 +83,7 @@ def per_prompt(folder: Path, metric: str) -> dict[str, float]:
 @dataclass(frozen=True)
 class Paired:
     """A - B across seeds: the t-interval over the per-seed paired differences (`evaluation.replicates`).
-    In the studies every seed trains from one warm start, so the interval is conditional on it."""
+    Where a study's seeds share one warm start, the interval is conditional on it (its label says so)."""
 
     diff: float
     ci_low: float | None
@@ -208,7 +210,8 @@ def _comparison_rows(cells: Cells, metrics: list[str], margin: float | None) -> 
     return rows
 
 
-def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: str | None = None) -> list[str]:
+def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: str | None = None,
+                      interval: str = ONE_WARM_START) -> list[str]:
     """The report's paired section (nothing when no condition kept its per-prompt results); `margin`
     is the study's declared equivalence margin, `restated_gap` names the channel that makes the
     hacking gap a restatement of accuracy (`ChannelSpec.restates_accuracy`), so its columns are labelled so."""
@@ -219,7 +222,7 @@ def outcomes_markdown(cells: Cells, margin: float | None = None, restated_gap: s
     metrics = (["pass_at_1"] + (["pass_at_1_transfer"] if has_transfer else []) + ["hacking_gap"]
                + (["exploit_share"] if has_exploits else []))
     names = METRICS | ({"hacking_gap": f"hacking gap (restates pass@1 under {restated_gap})"} if restated_gap else {})
-    lines = ["## Paired comparisons on the test prompts (paired by prompt and seed; 95% t-intervals across training seeds, conditional on the study's one warm start)", "", _margin_line(margin),
+    lines = [f"## Paired comparisons on the test prompts (paired by prompt and seed; {interval})", "", _margin_line(margin),
              "", "| A - B | " + " | ".join(names[m] for m in metrics) + " | seeds |",
              "|---|" + "---|" * (len(metrics) + 1)]
     lines += _comparison_rows(cells, metrics, margin)

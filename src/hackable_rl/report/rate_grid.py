@@ -22,6 +22,7 @@ from hackable_rl.report import plots
 from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope, with_series
 from hackable_rl.report.conditions import (
     CONTROL_PREFIX,
+    interval_label,
     methods_and_controls,
     study_table,
 )
@@ -69,7 +70,7 @@ def build_study_report(
     report = out_dir / "report.md"
     channels = sorted(set(table["channel"].dropna()))
     restated = ", ".join(channels) if channels and all(map(restates_accuracy, channels)) else None
-    paired = outcomes_markdown(cells, margin, restated_gap=restated)
+    paired = outcomes_markdown(cells, margin, restated_gap=restated, interval=interval_label(study_dir))
     report.write_text(study_markdown(table, title, written, paired), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())
     log.info("study report: %d conditions (%d failed) -> %s", len(table), failed, report)

@@ -15,18 +15,21 @@ policy learnt, a restatement of pass@1 (docs/metrics.md).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
-from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, study_table
+from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, interval_label, study_table
 from hackable_rl.report.declared import (
     CellKey,
     CellStudyReport,
     MetRule,
     Outcome,
+    declared_family,
     fmt,
+    in_declared_family,
+    labelled,
     load_cell_conditions,
     outcomes_table,
     paired_outcome,
@@ -199,10 +202,12 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
     results = sweep_outcomes(cells, design)
+    family = declared_family(Path(study_dir).resolve().parent / STUDY_FILE)
+    results = replace(results, outcomes=labelled(in_declared_family(results.outcomes, family), interval_label(study_dir)))
     written = write_outcomes(outcomes_path, results.outcomes) if outcomes_path else None
     gains = _gains(cells, design)
     plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
-    lines = [f"# {title}", "", *_overview(table, design, gains), "",
+    lines = [f"# {title}", "", *_overview(table, design, gains, interval_label(study_dir)), "",
              *_prediction_lines(prediction_verdicts(results), results.pairs), "",
              *outcomes_table(results.outcomes), "",
              "The hacking gap is not reported: under random noise its expectation is fpr - (fpr + fnr) x accuracy "
@@ -234,12 +239,12 @@ def _gains(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign) -> lis
     return gains
 
 
-def _overview(table, design: SweepDesign, gains: list[Gain]) -> list[str]:
+def _overview(table, design: SweepDesign, gains: list[Gain], interval: str) -> list[str]:
     ok = table[table["status"] == "ok"]
     base = ok[ok["method"] == BASE]["pass_at_1"]
     lines = [f"{len(table)} conditions, {len(table) - len(ok)} failed. Test split, pass@1 judged by the independent "
              f"judge; base (the warm-started policy, no RL): {fmt(base.mean() if len(base) else None)} over "
-             f"{len(base)} seeds. Gain: pass@1 minus base's, paired by prompt and seed (95% t-intervals across training seeds, conditional on the study's one warm start).", "",
+             f"{len(base)} seeds. Gain: pass@1 minus base's, paired by prompt and seed ({interval}).", "",
              "| cell | fpr | fnr | J | method | seeds | pass@1 | gain over base [95% CI] |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cell, method, result in sorted(gains, key=lambda g: (-g[0].youden, g[0].fnr, g[1])):

@@ -6,7 +6,7 @@
 | `data.provider`, curriculum   | DATA_PROVIDERS  | data/providers.py, arith.py  |
 | `objective.rewards`           | REWARDS         | rewards/functions.py         |
 | `objective.name`              | OBJECTIVES      | objectives.py                |
-| `verifier.members[].checker`  | CHECKERS        | verifiers/checkers.py        |
+| `verifier.members[].checker`  | CHECKERS        | verifiers/checkers.py, early_stop.py, off_by_one.py |
 | `corruption.channel` + kwargs | CHANNELS        | verifiers/corruption.py      |
 | `verifier.aggregation`        | AGGREGATIONS    | verifiers/ensemble.py        |
 | `method`                      | METHODS         | methods/                     |

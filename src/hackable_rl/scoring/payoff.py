@@ -16,8 +16,10 @@ its `--set` overrides, given as data (the study file is read by its caller).
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +33,16 @@ from hackable_rl.methods import METHODS
 from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers.checkers import checker_defaults
 from hackable_rl.verifiers.corruption import configured_flaw
+from hackable_rl.verifiers.patterns import pattern_values
+from hackable_rl.verifiers.types import Example
 
 __all__ = ["HONEST", "PayoffCell", "canonical_names", "checker_exploits", "exploit_names", "PayoffSpec", "grid_of", "grid_specs", "own_cell_payoff", "payoff_table", "score_specs",
            "unpayable_problem", "format_payoff", "write_payoff"]
 
 Build = Callable[[str, str, str, str], str]
 """(open tag, close tag, reference, a wrong answer) -> completion text."""
+Answer = Callable[[Example], str | None]
+"""An exploit's own wrong answer on a prompt (`Exploit.answer`)."""
 
 HONEST: dict[str, Build] = {
     "strict_correct": lambda o, c, ref, wrong: f"{o}I work it out.{c} \\boxed{{{ref}}}",
@@ -116,6 +122,13 @@ class PayoffCell:
     honest: float | None = None
     """Honest work: the base policy's own samples' mean final training reward on the same prompts
     (None where not sampled)."""
+    fingerprint: tuple[float | None, ...] = field(default=(), compare=False, repr=False)
+    """Every reward behind this row, in order (the honest samples', then each canonical completion's
+    on every prompt): two arms with equal fingerprints pay every priced completion alike
+    (`scoring.identities`)."""
+    setup: str = field(default="", compare=False, repr=False)
+    """A hash of the arm's config outside its reward (trainer, data, model, generation, seed...): arms
+    that pay alike train alike only where this agrees too."""
 
     @property
     def label(self) -> str:
@@ -141,40 +154,56 @@ class PayoffCell:
                 and self.pays[name] > level + margin]
 
 
-def _wrong_answer(reference: str) -> str:
-    """A plausible wrong answer: the reference number plus one (a non-number gets -1)."""
+def _wrong_answer(reference: str, paid_by_patterns: frozenset[float] = frozenset()) -> str:
+    """A plausible wrong answer: the reference number plus the smallest step of one or more that no
+    natural flaw of the grid pays on the prompt (`paid_by_patterns`), so that it is wrong under every
+    member (without a natural flaw in the grid, the reference plus one); a non-number gets -1."""
     try:
         number = float(reference.replace(",", ""))
     except ValueError:
         return "-1"
-    return str(int(number) + 1) if number.is_integer() else f"{number + 1:g}"
+    step = 1
+    while number + step in paid_by_patterns:
+        step += 1
+    return str(int(number) + step) if number.is_integer() else f"{number + step:g}"
+
+
+def _row_example(row: Mapping[str, Any]) -> Example:
+    return Example(str(row["id"]), str(row["reference"]), row.get("metadata") or {})
 
 
 def _cell_config(config: ExperimentConfig, spec: PayoffSpec) -> ExperimentConfig:
     return validate_config(apply_overrides(config.model_dump(mode="json"), spec.overrides), "payoff")
 
 
-def _builders(config: ExperimentConfig, checkers: Sequence[str]) -> dict[str, Build]:
-    """Every canonical completion's builder under `config`: each exploit built with its checker's
-    settings (the `checker_kwargs` of the first member that carries that checker, else its defaults)."""
+def _builders(config: ExperimentConfig, checkers: Sequence[str]) -> dict[str, tuple[Build, Answer | None]]:
+    """Every canonical completion's builder under `config`, with the wrong answer it boxes where it
+    chooses one (a natural flaw's exploit boxes its pattern's answer): each exploit built with its
+    checker's settings (the `checker_kwargs` of the first member that carries it, else its defaults)."""
     given: dict[str, Mapping[str, Any]] = {}
     for member in config.verifier.members:
         given.setdefault(member.checker, member.checker_kwargs)
-    builders = dict(HONEST)
+    builders: dict[str, tuple[Build, Answer | None]] = {name: (build, None) for name, build in HONEST.items()}
     for name, (checker, exploit) in checker_exploits(checkers).items():
         settings = checker_defaults(checker) | dict(given.get(checker, {}))
-        builders[name] = functools.partial(exploit.build, **settings)
+        builders[name] = (functools.partial(exploit.build, **settings), exploit.answer)
     return builders
 
 
 def _score_cell(pipeline, rows: list[dict[str, Any]], config: ExperimentConfig,
-                checkers: Sequence[str]) -> dict[str, float | None]:
+                checkers: Sequence[str]) -> dict[str, list[float | None]]:
+    """Each canonical completion's final training reward on every row, by name."""
     tags = (config.rewards.think_open, config.rewards.think_close)
-    pays = {}
-    for name, build in _builders(config, checkers).items():
-        texts = [build(*tags, row["reference"], _wrong_answer(row["reference"])) for row in rows]
-        pays[name] = mean(_score(pipeline, texts, rows))
-    return pays
+    examples = [_row_example(row) for row in rows]
+    wrong = [_wrong_answer(row["reference"], pattern_values(example, checkers))
+             for row, example in zip(rows, examples, strict=True)]
+    rewards = {}
+    for name, (build, answer) in _builders(config, checkers).items():
+        chosen = [answer(example) if answer else None for example in examples]
+        texts = [build(*tags, row["reference"], own or generic)
+                 for row, own, generic in zip(rows, chosen, wrong, strict=True)]
+        rewards[name] = _score(pipeline, texts, rows)
+    return rewards
 
 
 def _score(pipeline, texts: list[str], rows: list[dict[str, Any]]) -> list[float | None]:
@@ -226,9 +255,22 @@ def _cell(cell_config, spec: PayoffSpec, rows, checkers: Sequence[str], honest: 
         return PayoffCell(spec.flaw, spec.rate, spec.method, dict.fromkeys(canonical_names(checkers)),
                           "; ".join(problems), spec.cell)
     pipeline = build_reward_pipeline(cell_config) if pipeline is None else pipeline
-    earned = mean(_score(pipeline, honest.texts, honest.rows)) if honest else None
-    pays = _score_cell(pipeline, rows, cell_config, checkers)
-    return PayoffCell(spec.flaw, spec.rate, spec.method, pays, None, spec.cell, earned)
+    honest_rewards = _score(pipeline, honest.texts, honest.rows) if honest else []
+    rewards = _score_cell(pipeline, rows, cell_config, checkers)
+    pays = {name: mean(values) for name, values in rewards.items()}
+    fingerprint = (*honest_rewards, *(value for values in rewards.values() for value in values))
+    return PayoffCell(spec.flaw, spec.rate, spec.method, pays, None, spec.cell,
+                      mean(honest_rewards) if honest else None, fingerprint, _setup(cell_config))
+
+
+REWARD_SECTIONS = ("method", "method_kwargs", "verifier", "corruption", "tracking")
+"""What an arm's reward is made of (and its run's name and tracking): the rest of its config is the
+training setup, which two arms must share to train alike."""
+
+
+def _setup(config: ExperimentConfig) -> str:
+    rest = {key: value for key, value in config.model_dump(mode="json").items() if key not in REWARD_SECTIONS}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def own_cell_payoff(config: ExperimentConfig, pipeline, prompts: int = 64) -> list[PayoffCell]:
@@ -287,13 +329,16 @@ def format_payoff(cells: list[PayoffCell]) -> list[str]:
     return [*lines, f"* pays more than {what} (mean final training reward over the sampled prompts)"]
 
 
-def write_payoff(path: Path, cells: list[PayoffCell], member_rates: Mapping[str, Any] | None = None) -> Path:
+def write_payoff(path: Path, cells: list[PayoffCell], member_rates: Mapping[str, Any] | None = None,
+                 identities: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """payoff.json: every cell with its pays and paying exploits (and, with base samples, honest
-    work, the exploits that beat it, and each flawed checker's measured rates)."""
+    work, the exploits that beat it, and each flawed checker's measured rates); for a cell study, the
+    arms identical by construction (`scoring.identities`), which its conditions do not train."""
     rows = [_cell_row(c) for c in cells]
     names = list(cells[0].pays) if cells else list(HONEST)
     document = {"completions": names, "exploits": [name for name in names if name not in HONEST], "cells": rows}
-    write_json(path, document | ({"member_rates": member_rates} if member_rates else {}))
+    document |= {"member_rates": member_rates} if member_rates else {}
+    write_json(path, document | ({"identical_arms": list(identities)} if identities is not None else {}))
     return path
 
 

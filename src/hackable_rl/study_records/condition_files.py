@@ -42,10 +42,36 @@ def write_condition(path: Path, record: dict[str, Any]) -> Path:
 # --------------------------------------------------------------------------- the study table
 
 
+IDENTICAL = "identical"
+"""The status of an arm identical by construction to another (`scoring.identities`): not trained; its
+condition.json names the arm it equals (`identical_to`), whose results it reads."""
+
+
 def read_condition(path: Path) -> dict[str, Any]:
+    """A condition.json; an identical arm's comes back as the arm it equals (status, metrics and
+    files), under its own condition labels and with `identical_to` kept."""
+    data = _read_condition_file(path)
+    if data["status"] != IDENTICAL:
+        return data
+    twin = condition_folder(path, data) / CONDITION_FILE
+    if not twin.exists():
+        return data | {"status": "failed", "error": f"identical to {data['identical_to']['folder']}, which has no "
+                                                    f"{CONDITION_FILE} yet (run that condition first)"}
+    return _read_condition_file(twin) | {"condition": data["condition"], "identical_to": data["identical_to"]}
+
+
+def condition_folder(path: Path, data: dict[str, Any]) -> Path:
+    """The folder that holds a condition's result files: its own, or an identical arm's twin's."""
+    twin = data.get("identical_to")
+    return (path.parent / twin["folder"]).resolve() if twin else path.parent
+
+
+def _read_condition_file(path: Path) -> dict[str, Any]:
     data = read_json(path)  # missing, not UTF-8, not JSON, NaN: a UserError naming the file and line
     if not isinstance(data, dict) or not isinstance(data.get("condition"), dict) or "status" not in data:
         raise UserError(f"{path}: expected a condition.json with `condition` and `status` (from `hackable-rl condition`)")
+    if data["status"] == IDENTICAL and not isinstance((data.get("identical_to") or {}).get("folder"), str):
+        raise UserError(f"{path}: an identical arm's condition.json needs `identical_to.folder` (the arm it equals)")
     return data
 
 

@@ -1,0 +1,95 @@
+"""The study commands of `hackable-rl`: `payoff` (the payoff table and the arms identical by
+construction, before anything trains) and `condition` (one cell x method x seed of a study). `cli` registers
+them on its app; each loads the config and calls one function, as every command there does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hackable_rl.cli_errors import fail
+from hackable_rl.cli_options import ConfigOption, ResumeMode, SetOption
+from hackable_rl.cli_options import command_config as _config
+from hackable_rl.cli_options import model_config as _model_config
+from hackable_rl.core.storage import check_output_path
+
+
+def check_study(study: Path) -> None:
+    """The study file's declarations and grid, or one line per problem (exit 2)."""
+    from hackable_rl.config.study import load_study_declaration
+    from hackable_rl.experiments.study import payoff_specs
+
+    declared = load_study_declaration(study)
+    specs = payoff_specs(study)
+    typer.secho(f"# {study}: valid ({len(specs)} trained arms, {len(declared.seeds)} replicates, "
+                f"family {', '.join(declared.family)})", err=True, fg=typer.colors.GREEN)
+
+
+def payoff(
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+    study: Annotated[Path | None, typer.Option("--study", help="Study file: its methods and cells or rates.")] = None,
+    prompts: Annotated[int, typer.Option(min=1, help="Training prompts sampled.")] = 64,
+    honest_samples: Annotated[int, typer.Option(min=0, help="Base-policy samples per prompt (honest work).")] = 0,
+    out: Annotated[Path | None, typer.Option("--out", help="Where payoff.json goes.")] = None,
+    allow_unpayable: Annotated[bool, typer.Option(help="Exit 0 even when no exploit pays.")] = False,
+) -> None:
+    """The exploit payoff table: mean training reward of canonical completions per cell and method
+    beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
+    from hackable_rl.experiments.study import study_identities, study_payoff
+    from hackable_rl.scoring import payoff as table
+
+    if study is not None:
+        check_study(study)
+    cells, rates = study_payoff(_config(config, overrides), study, prompts, honest_samples)
+    typer.echo("\n".join(table.format_payoff(cells)))
+    identities = study_identities(study, cells) if study is not None else None
+    for identity in identities or []:
+        typer.echo(f"identical by construction: {identity.arm} = {identity.same_as} "
+                   f"(same reward on all {identity.completions} priced completions): trained once")
+    if out is not None:
+        found = None if identities is None else [identity.as_json() for identity in identities]
+        typer.echo(f"written to {table.write_payoff(out, cells, rates, found)}")
+    problem = table.unpayable_problem(cells)
+    if problem and not allow_unpayable:
+        fail(problem)
+
+
+def condition(
+    method: Annotated[str, typer.Option("--method", help="base (no RL), a registered method or a method variant of the study file.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder that receives condition.json.")],
+    study: Annotated[Path | None, typer.Option("--study", help="Study file: method_overrides, cells.")] = None,
+    cell: Annotated[str | None, typer.Option("--cell", help="The study file's blind-spot cell to train against.")] = None,
+    payoff: Annotated[
+        Path | None,
+        typer.Option("--payoff", help="The study's payoff.json: an arm it lists as identical to another is not trained."),
+    ] = None,
+    config: ConfigOption = Path("params.yaml"),
+    overrides: SetOption = None,
+    resume: Annotated[ResumeMode, typer.Option(envvar="HACKABLE_RL_RESUME", help="auto: continue the training run from "
+                      "its last resumable checkpoint, if any (lanes sets it for a retried cell).")] = ResumeMode.never,
+) -> None:
+    """Run one study condition (train + evaluate, or evaluate the base) and write condition.json.
+    A failed run is recorded there (status failed, its error) and exits 0, so a sweep goes on."""
+    from hackable_rl.experiments.study import identical_twin, record_identical, run_condition, study_condition
+
+    if cell and not study:
+        fail("condition: --cell needs --study (the file that declares the cells)")
+    extra, spot, variant = study_condition(study, method, cell) if study else ([], None, False)
+    cfg = _model_config(config, [*extra, *(overrides or [])], refusals=False)  # a refused cell is recorded
+    check_output_path(out, "--out", folder=True)
+    twin = identical_twin(payoff, cell, method) if payoff is not None and spot is not None else None
+    if twin is not None:
+        record = record_identical(cfg, method, out, spot, twin, variant)
+        typer.echo(f"condition {record['condition']['name']}: identical by construction to {twin['cell']} "
+                   f"{twin['method']} (payoff samples); not trained, reads {record['identical_to']['folder']}")
+        return
+    record = run_condition(cfg, method, out, spot, variant, resume.value)
+    name = record["condition"]["name"]
+    if record["status"] == "ok":
+        typer.echo(f"condition {name}: ok, pass@1 {record['eval'].get('pass_at_1')}, gap {record['eval'].get('hacking_gap')}")
+    else:
+        typer.secho(f"condition {name}: FAILED ({record['error']}); recorded in {out}", err=True, fg=typer.colors.RED)
