@@ -1,15 +1,12 @@
 """The flawed-verifier study's outcomes: which samples take the exploit, the per-step curve, the
-paired report section, a method that refuses a cell, and `lanes` (outdated DVC stages side by side)."""
+paired report section, and a method that refuses a cell."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
@@ -144,32 +141,6 @@ def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(
     assert any("refused: method_kwargs: rho0 + rho1 = 1" in line for line in format_payoff(cells))
     half = {(c.method, c.rate): c for c in cells}[("baseline", 0.5)]
     assert half.pays["strict_wrong"] == 0.0 and "hedge_with_answer" in half.paying_exploits()
-
-
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_lanes_runs_outdated_stages_side_by_side_and_records_them(tmp_path: Path, monkeypatch) -> None:
-    from dvc.repo import Repo
-
-    from hackable_rl.core.errors import UserError
-    from hackable_rl.experiments.lanes import run_lanes
-
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    Repo.init(str(tmp_path))
-    stages = {
-        "first": {"cmd": "python -c \"open('a.txt', 'w').write('a')\"", "outs": ["a.txt"]},
-        "cell": {"matrix": {"n": [1, 2, 3]}, "deps": ["a.txt"], "outs": ["c${item.n}.txt"],
-                 "cmd": "python -c \"open('c${item.n}.txt', 'w').write(open('a.txt').read())\""},
-    }
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(UserError, match="run `dvc repro first` first"):
-        run_lanes(tmp_path, ["cell@*"], 2)
-    assert [name for name, code in ((r.name, c) for r, c in run_lanes(tmp_path, ["first"], 1)) if code == 0] == ["first"]
-    results = run_lanes(tmp_path, ["cell@*"], 2)
-    assert sorted(run.name for run, code in results if code == 0) == ["cell@1", "cell@2", "cell@3"]
-    with Repo(str(tmp_path)) as repo:
-        assert repo.status() == {}  # every stage recorded in dvc.lock: `dvc repro` would rerun nothing
-    assert run_lanes(tmp_path, ["cell@*"], 2) == []
 
 
 def test_the_study_report_compares_under_both_judges_and_counts_their_disagreements(tmp_path: Path) -> None:

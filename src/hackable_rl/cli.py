@@ -9,7 +9,6 @@ runs inside `UserErrorCommands.invoke`, so a command body calls its functions di
 from __future__ import annotations
 
 import logging
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -19,7 +18,7 @@ import yaml
 from hackable_rl import __version__, cli_study
 from hackable_rl.cli_alarm import alarm_bench
 from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
-from hackable_rl.cli_options import ConfigOption, SetOption
+from hackable_rl.cli_options import ConfigOption, ResumeMode, SetOption
 from hackable_rl.cli_options import command_config as _config
 from hackable_rl.cli_options import model_config as _model_config
 from hackable_rl.config.loading import describe_fields
@@ -36,11 +35,6 @@ app = typer.Typer(
     add_completion=False,
 )
 log = logging.getLogger("hackable_rl")
-
-class ResumeMode(StrEnum):
-    never = "never"
-    auto = "auto"
-
 
 def _version(value: bool) -> None:
     if value:
@@ -298,17 +292,16 @@ def seeds_command(
 @app.command()
 def lanes(
     stages: Annotated[list[str], typer.Argument(help="Stage name globs, e.g. 'condition@*' 'reference@*'.")],
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Stages run at once.")] = 2,
+    address: Annotated[str | None, typer.Option(envvar="RAY_ADDRESS", help="A Ray cluster (host:port); default: a local Ray.")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="At most this many cells at once.")] = None,
+    retries: Annotated[int, typer.Option(help="Retries of a cell whose worker or node died.")] = 3,
     project: Annotated[Path, typer.Option("--project", help="The DVC project (folder).")] = Path("."),
 ) -> None:
-    """Run a study's outdated DVC stages side by side and record them in dvc.lock (docs/studies.md)."""
+    """Run a study's outdated DVC stages as Ray tasks, each recorded in dvc.lock as it ends (docs/scale-out.md)."""
     from hackable_rl.experiments.lanes import run_lanes
 
-    check_range("--jobs", jobs, 1, 64)
-    results = run_lanes(project, stages, jobs)
-    for run, code in results:
-        typer.echo(f"{run.name}: {'ok' if not code else f'FAILED (exit {code}), log {run.log}'}")
-    raise typer.Exit(code=int(any(code for _, code in results)))
+    results = run_lanes(project, stages, address, jobs, retries, typer.echo)
+    raise typer.Exit(code=int(any(result.code for _, result in results)))
 
 
 @app.command("compare")

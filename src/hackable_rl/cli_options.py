@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +16,12 @@ SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", "-s", help="Override one value, e.g. --set corruption.rate=0.4 (repeatable)."),
 ]
+
+
+
+class ResumeMode(StrEnum):
+    never = "never"
+    auto = "auto"
 
 
 def model_config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:

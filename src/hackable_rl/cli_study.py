@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from hackable_rl.cli_errors import fail
-from hackable_rl.cli_options import ConfigOption, SetOption
+from hackable_rl.cli_options import ConfigOption, ResumeMode, SetOption
 from hackable_rl.cli_options import command_config as _config
 from hackable_rl.cli_options import model_config as _model_config
 from hackable_rl.core.storage import check_output_path
@@ -69,6 +69,8 @@ def condition(
     ] = None,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
+    resume: Annotated[ResumeMode, typer.Option(envvar="HACKABLE_RL_RESUME", help="auto: continue the training run from "
+                      "its last resumable checkpoint, if any (lanes sets it for a retried cell).")] = ResumeMode.never,
 ) -> None:
     """Run one study condition (train + evaluate, or evaluate the base) and write condition.json.
     A failed run is recorded there (status failed, its error) and exits 0, so a sweep goes on."""
@@ -85,7 +87,7 @@ def condition(
         typer.echo(f"condition {record['condition']['name']}: identical by construction to {twin['cell']} "
                    f"{twin['method']} (payoff samples); not trained, reads {record['identical_to']['folder']}")
         return
-    record = run_condition(cfg, method, out, spot, variant)
+    record = run_condition(cfg, method, out, spot, variant, resume.value)
     name = record["condition"]["name"]
     if record["status"] == "ok":
         typer.echo(f"condition {name}: ok, pass@1 {record['eval'].get('pass_at_1')}, gap {record['eval'].get('hacking_gap')}")

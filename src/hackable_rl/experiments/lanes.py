@@ -1,42 +1,41 @@
-"""`hackable-rl lanes 'condition@*'`: a study's outdated DVC stages, two at a time, recorded in dvc.lock.
+"""`hackable-rl lanes 'condition@*'`: a study's outdated DVC stages as Ray tasks, recorded in dvc.lock.
 
 `dvc repro` runs stages one after another, and two `dvc repro` processes cannot share a repository
-(DVC locks it for the whole run). On a 2-core machine two one-thread conditions side by side finish
-about 1.5x sooner than one after another (docs/results.md), so this runs each matching stage's own
-`cmd`, as DVC would (in its folder, console to `cache/logs/lanes/<stage>.log`), `--jobs` at a time,
-and `dvc commit`s each stage that exits 0 as it ends: dvc.lock ends as `dvc repro` would leave it, and a
-later `dvc repro` reruns nothing. The stages' upstream (prepare, warm start, payoff) must be up to
-date first: `dvc repro warmstart payoff` does that. A stage's own thread count is its
-`torch_threads` param; the study files set 1.
+(DVC locks it for the whole run). The matrix stages of a study are independent once their upstream
+(prepare, warm start, payoff) is up to date, so this runs each matching outdated stage's own `cmd`, as
+DVC would (in its folder, console to `cache/logs/lanes/<stage>.log`), as a Ray task
+(`experiments.ray_cells`): on a local Ray instance with this machine's cores, or on the cluster at
+`--address`. Each cell declares its `torch_threads` param as CPUs (and one GPU where the cluster has
+GPUs), so on 2 cores two one-thread cells run side by side. Each stage that exits 0 is committed to
+dvc.lock as it ends, through DVC's own API under DVC's repository lock (`Repo.commit`, from the one
+driver thread, so two cells finishing together are committed one after the other): dvc.lock ends as
+`dvc repro` would leave it, and a later `dvc repro` reruns nothing. `dvc repro warmstart payoff`
+brings the upstream up to date first.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import shlex
-from dataclasses import dataclass
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.experiments.seeds import run_side_by_side
+from hackable_rl.experiments.ray_cells import CellResult, CellRun, connect, import_ray, run_cells
 
-__all__ = ["StageRun", "outdated_stages", "run_lanes"]
+__all__ = ["outdated_stages", "run_lanes", "outcome_line"]
 
-
-@dataclass(frozen=True)
-class StageRun:
-    name: str
-    """The stage's name within its dvc.yaml (`condition@any_box-baseline-0.5-0`)."""
-    command: list[str]
-    log: Path
-    cwd: Path
+THREADS_PARAM = "torch_threads"
 
 
 def _matches(name: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def outdated_stages(repo, patterns: list[str], log_dir: Path) -> list[StageRun]:
+def outdated_stages(repo, patterns: list[str], log_dir: Path) -> list[CellRun]:
     """The stages named by `patterns` (globs) that `dvc status` lists as changed, in dvc.yaml order;
     a UserError when a stage they depend on (and do not name) is itself outdated."""
     changed = {key.rsplit(":", 1)[-1] for key in repo.status()}
@@ -47,26 +46,92 @@ def outdated_stages(repo, patterns: list[str], log_dir: Path) -> list[StageRun]:
                 if dep.name and dep.name in changed and not _matches(dep.name, patterns)}
     if upstream:
         raise UserError(f"lanes: run `dvc repro {' '.join(sorted(upstream))}` first (their outputs are outdated)")
-    return [StageRun(stage.name, shlex.split(stage.cmd), log_dir / f"{stage.name}.log", Path(stage.wdir))
-            for stage in stages if stage.name in changed]
+    return [_cell(stage, log_dir) for stage in stages if stage.name in changed]
 
 
-def run_lanes(repo_dir: Path, patterns: list[str], jobs: int) -> list[tuple[StageRun, int]]:
-    """Runs the outdated matching stages `jobs` at a time and commits each that succeeded; returns
-    every stage with its exit code."""
+def _cell(stage, log_dir: Path) -> CellRun:
+    if not isinstance(stage.cmd, str):
+        raise UserError(f"lanes: stage {stage.name} has a list of commands; lanes runs stages with one `cmd`")
+    return CellRun(stage.name, shlex.split(stage.cmd), log_dir / f"{stage.name}.log", Path(stage.wdir),
+                   _threads(stage))
+
+
+def _threads(stage) -> float:
+    """The CPUs the stage's command uses: its `--set torch_threads=N`, else its `torch_threads` param,
+    else 1."""
+    from dvc.dependency.param import ParamsDependency
+
+    for part in shlex.split(stage.cmd):
+        name, _, value = part.partition("=")
+        if name == THREADS_PARAM and value.isdigit() and int(value) > 0:
+            return int(value)
+    for dep in stage.deps:
+        if isinstance(dep, ParamsDependency):
+            value = dep.read_params().get(THREADS_PARAM)
+            if isinstance(value, int) and value > 0:
+                return value
+    return 1
+
+
+def run_lanes(
+    repo_dir: Path, patterns: list[str], address: str | None, jobs: int | None, retries: int,
+    echo: Callable[[str], None] = print,
+) -> list[tuple[CellRun, CellResult]]:
+    """Runs the outdated matching stages as Ray tasks, commits each that exits 0 as it ends, and
+    `echo`es one line per finished stage; returns every stage with its result."""
+    if jobs is not None and jobs < 1 or retries < 0:
+        raise UserError(f"lanes: --jobs {jobs} --retries {retries}: expected --jobs of 1 or more, --retries of 0 or more")
+    ray = import_ray()
+    cells = _outdated(repo_dir, patterns)
+    if not cells:
+        echo(f"lanes: every stage matching {' '.join(patterns)} is up to date")
+        return []
+    echo(connect(ray, address))
+    if not address:  # a cell asking more threads than this machine has still runs, as under `dvc repro`
+        cells = [replace(cell, cpus=min(cell.cpus, os.cpu_count() or 1)) for cell in cells]
+    try:
+        return _run_and_record(ray, repo_dir, cells, jobs, retries, echo)
+    finally:
+        ray.shutdown()
+
+
+def _outdated(repo_dir: Path, patterns: list[str]) -> list[CellRun]:
     from dvc.exceptions import NotDvcRepoError
     from dvc.repo import Repo
 
     try:
         with Repo(str(repo_dir)) as repo:
-            runs = outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
+            return outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
     except NotDvcRepoError:
         raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
+
+
+def _run_and_record(
+    ray, repo_dir: Path, cells: list[CellRun], jobs: int | None, retries: int, echo: Callable[[str], None]
+) -> list[tuple[CellRun, CellResult]]:
+    """The cells through Ray, each committed to dvc.lock the moment it ends (a kill of lanes loses no
+    finished cell); a cell whose outputs DVC cannot commit is reported failed, and the others go on."""
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    uncommitted: dict[int, CellResult] = {}
     with Repo(str(repo_dir)) as repo:
 
-        def record(index: int, code: int) -> None:  # at once: a kill of lanes loses no finished stage
-            if code == 0:
-                repo.commit(f"{Path(repo.root_dir) / 'dvc.yaml'}:{runs[index].name}", force=True)
+        def record(index: int, result: CellResult) -> None:
+            if result.code == 0:
+                try:
+                    repo.commit(f"{Path(repo.root_dir) / 'dvc.yaml'}:{cells[index].name}", force=True)
+                except DvcException as error:  # e.g. an output the command did not write
+                    result = uncommitted[index] = CellResult(-1, f"dvc commit: {error}")
+            echo(outcome_line(cells[index], result))
 
-        codes = run_side_by_side(runs, jobs, on_finish=record)
-    return list(zip(runs, codes, strict=True))
+        results = run_cells(ray, cells, uuid.uuid4().hex, jobs, retries, record)
+    return [(cell, uncommitted.get(index, result)) for index, (cell, result) in enumerate(zip(cells, results, strict=True))]
+
+
+def outcome_line(cell: CellRun, result: CellResult) -> str:
+    """`<stage>: ok`, or why it failed and where its log is."""
+    if result.code == 0:
+        return f"{cell.name}: ok"
+    why = result.error or f"exit {result.code}"
+    return f"{cell.name}: FAILED ({why}), log {cell.log}"

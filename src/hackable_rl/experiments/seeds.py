@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,27 +56,21 @@ def _per_seed_folders(args: list[str], seed: int) -> list[str]:
     return rewritten
 
 
-def run_side_by_side(
-    runs: Sequence[SeedRun], parallel: int, on_finish: Callable[[int, int], None] | None = None
-) -> list[int]:
-    """Runs at most `parallel` commands at a time (each in its `cwd`, when it has one); returns their
-    exit codes in `runs` order. `on_finish(index, code)` is called as each one ends (`hackable-rl
-    lanes` records a finished DVC stage at once, so a kill loses none already done)."""
+def run_side_by_side(runs: Sequence[SeedRun], parallel: int) -> list[int]:
+    """Runs at most `parallel` commands at a time; returns their exit codes in `runs` order."""
     pending, running, codes = list(enumerate(runs)), [], [0] * len(runs)
     while pending or running:
         while pending and len(running) < parallel:
             index, run = pending.pop(0)
             run.log.parent.mkdir(parents=True, exist_ok=True)
             with run.log.open("w", encoding="utf-8") as log:
-                process = subprocess.Popen(run.command, stdout=log, stderr=subprocess.STDOUT, cwd=getattr(run, "cwd", None))
+                process = subprocess.Popen(run.command, stdout=log, stderr=subprocess.STDOUT)
             running.append((index, process))
         time.sleep(0.5)
         for index, process in list(running):
             if process.poll() is not None:
                 codes[index] = process.returncode
                 running.remove((index, process))
-                if on_finish is not None:
-                    on_finish(index, process.returncode)
     return codes
 
 

@@ -63,6 +63,7 @@ from hackable_rl.study_records.condition_files import (
 from hackable_rl.study_records.onset import write_onset
 from hackable_rl.tracking.tracker import attach_tracker
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
+from hackable_rl.training.run_dir import Resume
 from hackable_rl.verifiers.checkers import CheckerOptions
 from hackable_rl.verifiers.corruption import configured_flaw
 
@@ -202,9 +203,12 @@ def study_checkers(study_file: Path) -> list[str]:
 
 
 def run_condition(
-    config: ExperimentConfig, method: str, out_dir: Path, cell: Cell | NoiseCell | None = None, variant: bool = False
+    config: ExperimentConfig, method: str, out_dir: Path, cell: Cell | NoiseCell | None = None, variant: bool = False,
+    resume: Resume = "never",
 ) -> dict[str, Any]:
     """Runs one condition end to end and writes `<out_dir>/condition.json`; returns what it wrote.
+    `resume="auto"` continues the condition's training run from its last resumable checkpoint when it
+    has one (a cell retried after its worker died, `experiments.ray_cells`).
 
     Any exception inside the run is caught and recorded (status `failed`, the error text and the
     traceback), so a DVC matrix keeps going; a bad `method` is the user's mistake and raises.
@@ -215,7 +219,7 @@ def run_condition(
     try:
         cfg = condition_config(config, condition)  # a method that refuses this cell is recorded as failed
         record["run_name"] = cfg.run_name
-        record |= _run_base(cfg) if method == "base" else _run_trained(cfg)
+        record |= _run_base(cfg) if method == "base" else _run_trained(cfg, resume)
         _write_outcomes(cfg, condition, record, out_dir, getattr(cell, "patterns", ()))
         record["status"], record["error"] = "ok", None
     except Exception as error:  # a failed condition is data, not a crash: keep it and move on
@@ -275,11 +279,13 @@ def _run_base(cfg: ExperimentConfig) -> dict[str, Any]:
             "eval_dir": str(result.out_dir)}
 
 
-def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
-    """GRPO from scratch (a rerun replaces an earlier attempt), then the final checkpoint's eval."""
+def _run_trained(cfg: ExperimentConfig, resume: Resume) -> dict[str, Any]:
+    """GRPO from scratch (a rerun replaces an earlier attempt) or, under `resume="auto"`, from the
+    run's last resumable checkpoint, then the final checkpoint's eval."""
     from hackable_rl.training.run import run_training
 
-    trained = run_training(cfg, resume="never", overwrite=True)
+    continues = resume == "auto" and _resumable(Storage.of(cfg.storage).run_dir(cfg.run_name), cfg.trainer.max_steps)
+    trained = run_training(cfg, resume="auto" if continues else "never", overwrite=not continues)
     checkpoint = Storage.of(cfg.storage).permanent_checkpoint(cfg.run_name, trained.final_step)
     if not checkpoint.is_dir():
         raise UserError(f"{checkpoint}: the run finished without its final permanent checkpoint")
@@ -287,6 +293,20 @@ def _run_trained(cfg: ExperimentConfig) -> dict[str, Any]:
     train = dict(trained.metrics) | {"verifier/disagreement/last": _last_tenth(trained.run_dir, "verifier/disagreement")}
     return {"eval": _with_disagreement(result.metrics, result.out_dir), "train": train, "run_id": trained.run_id,
             "eval_dir": str(result.out_dir), "run_dir": str(trained.run_dir)}
+
+
+def _resumable(run_dir: Path, max_steps: int) -> bool:
+    """Whether the run folder holds a run that stopped short of `max_steps` at a resumable checkpoint.
+    A run that finished (its worker died during the eval) trains again from scratch: the Trainer
+    cannot resume past its last step."""
+    from hackable_rl.training.checkpoints import last_resumable
+    from hackable_rl.training.run_dir import checked_run_info
+
+    if not (run_dir / "run.json").exists():
+        return False
+    info = checked_run_info(run_dir)
+    finished = info.get("status") == "finished" and info.get("final_step", 0) >= max_steps
+    return not finished and last_resumable(run_dir) is not None
 
 
 def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path,

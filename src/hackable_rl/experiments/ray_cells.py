@@ -1,0 +1,177 @@
+"""A study's cells as Ray tasks: one task per DVC stage command, local or on a cluster.
+
+    driver (hackable-rl lanes)                       worker (any node of the Ray cluster)
+    connect: a local Ray on 127.0.0.1, or --address   run_cell: <cell>.pid <- "<token> <worker pid>"
+    submit every cell, its resources declared           the stage's command, in its folder, console
+    ray.wait: each finished cell -> on_finish           to <cell>.log; exit code back to the driver
+
+Ray retries a task whose worker or node died (`max_retries`), never one that raised (`retry_exceptions`
+off) or exited non-zero: a deterministic failure fails once. A retry finds its own token in the cell's
+PID file, so it knows an earlier attempt was killed: it appends to the same log and sets
+HACKABLE_RL_RESUME=auto, which makes `hackable-rl condition` continue the cell's training run from its
+last checkpoint (each step exactly once). The command dies with the worker that started it
+(PR_SET_PDEATHSIG), so a killed worker leaves no process training on beside its retry.
+
+Ray is imported here only: the default install does not need it (`pip install 'hackable-rl[ray]'`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hackable_rl.core.errors import UserError
+
+RESUME_ENV = "HACKABLE_RL_RESUME"
+"""Read by `hackable-rl condition --resume`: set to `auto` in a retried cell's environment."""
+
+
+@dataclass(frozen=True)
+class CellRun:
+    """One DVC stage's command as a Ray task runs it."""
+
+    name: str
+    """The stage's name within its dvc.yaml (`condition@any_box-baseline-0.5-0`)."""
+    command: list[str]
+    """The stage's `cmd`, split as a shell would (run without a shell, so it dies with its worker)."""
+    log: Path
+    """The command's console; a retry appends to it."""
+    cwd: Path
+    """The stage's folder: it must be at the same path on every node (a shared file system)."""
+    cpus: float = 1
+    """CPUs the task declares to Ray: the stage's `torch_threads`."""
+
+    @property
+    def pid_file(self) -> Path:
+        """`<token> <pid>` of the worker running the cell (what a test or an operator kills)."""
+        return self.log.with_suffix(".pid")
+
+
+@dataclass(frozen=True)
+class CellResult:
+    code: int
+    """The command's exit code; -1 when it never ran to an exit (the error says why)."""
+    error: str | None = None
+    """Why the task failed without an exit code (its worker died past every retry, the command was not found)."""
+
+
+# --------------------------------------------------------------------------- on a worker
+
+
+def run_cell(cell: CellRun, token: str) -> int:
+    """Runs one cell's command on this worker and returns its exit code (the body of the Ray task)."""
+    retried = _earlier_attempt(cell.pid_file, token)
+    cell.log.parent.mkdir(parents=True, exist_ok=True)
+    cell.pid_file.write_text(f"{token} {os.getpid()}\n", encoding="utf-8")
+    env = os.environ | ({RESUME_ENV: "auto"} if retried else {})
+    with cell.log.open("a" if retried else "w", encoding="utf-8") as log:  # a retry keeps the killed attempt's log
+        if retried:
+            log.write(f"\n--- {cell.name}: retried after its worker died; {RESUME_ENV}=auto (resume from the last checkpoint)\n")
+            log.flush()
+        process = subprocess.Popen(cell.command, cwd=cell.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   preexec_fn=_die_with_worker)
+        return process.wait()
+
+
+def _earlier_attempt(pid_file: Path, token: str) -> bool:
+    """Whether an attempt of this cell in this same `lanes` run already started (and so was killed)."""
+    try:
+        return pid_file.read_text(encoding="utf-8").split()[0] == token
+    except (OSError, IndexError):
+        return False
+
+
+def _die_with_worker() -> None:
+    """In the child, before exec (Linux): killed when the worker that started it dies. Otherwise a
+    killed worker's command would train on beside the retry, two writers in one run folder."""
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    pr_set_pdeathsig = 1
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the worker died before the call: nothing would signal us
+        os._exit(1)
+
+
+# --------------------------------------------------------------------------- on the driver
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise UserError("lanes runs cells on Ray, which is not installed: pip install 'hackable-rl[ray]'") from None
+    return ray
+
+
+def connect(ray: Any, address: str | None) -> str:
+    """Joins the cluster at `address`, or starts a local Ray on 127.0.0.1 with this machine's cores;
+    returns a line saying which, with the dashboard's address."""
+    if address:
+        _check_answers(address)
+    try:
+        if address:
+            context = ray.init(address=address, log_to_driver=False)
+        else:
+            context = ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=True,
+                               dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1", log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as error:
+        raise UserError(f"lanes --address {address}: no Ray cluster there ({error}; a cluster with token "
+                        "authentication, `ray start`'s default, also needs RAY_AUTH_MODE=token and its token)") from None
+    where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+    dashboard = f"; dashboard http://{context.dashboard_url}" if context.dashboard_url else ""
+    return f"lanes: {where}, {ray.cluster_resources().get('CPU', 0):g} CPUs, {ray.cluster_resources().get('GPU', 0):g} GPUs{dashboard}"
+
+
+def _check_answers(address: str) -> None:
+    """A `host:port` where nothing listens is one line at once (Ray itself retries for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # `auto` and other forms Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as error:
+        raise UserError(f"lanes --address {address}: no Ray cluster answers there ({error.strerror or error})") from None
+
+
+def run_cells(
+    ray: Any, cells: Sequence[CellRun], token: str, jobs: int | None, retries: int,
+    on_finish: Callable[[int, CellResult], None],
+) -> list[CellResult]:
+    """Runs every cell as a Ray task and calls `on_finish(index, result)` as each one ends (one at a
+    time, on this thread: the dvc.lock commits never overlap); returns the results in `cells` order.
+
+    A cell declares `cpus` CPUs, and one GPU where the cluster has GPUs: Ray runs as many at once as
+    the resources allow (at most `jobs`, when given). It is retried `retries` times when its worker
+    or node dies."""
+    gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
+    task = ray.remote(run_cell)
+    waiting, running = list(enumerate(cells)), {}
+    results: list[CellResult | None] = [None] * len(cells)
+    while waiting or running:
+        while waiting and len(running) < (jobs or len(cells)):
+            index, cell = waiting.pop(0)
+            options = {"name": cell.name, "num_cpus": cell.cpus, "num_gpus": gpus, "max_retries": retries,
+                       "retry_exceptions": False}
+            running[task.options(**options).remote(cell, token)] = index
+        done, _ = ray.wait(list(running), num_returns=1)
+        index = running.pop(done[0])
+        results[index] = _result(ray, done[0])
+        on_finish(index, results[index])
+    return [result for result in results if result is not None]
+
+
+def _result(ray: Any, ref: Any) -> CellResult:
+    try:
+        return CellResult(ray.get(ref))
+    except ray.exceptions.RayError as error:  # the worker died past its retries, or the command could not start
+        return CellResult(-1, str(error).strip().splitlines()[-1])

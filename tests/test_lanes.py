@@ -1,0 +1,73 @@
+"""`hackable-rl lanes` without Ray: which outdated DVC stages it hands to Ray and what each declares,
+how a cell knows it is a retry, and one line for a missing extra or a dead address
+(tests/test_lanes_ray.py runs cells on Ray, slow)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hackable_rl.core.errors import UserError
+from hackable_rl.experiments.ray_cells import _check_answers, _earlier_attempt, import_ray
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_lanes_picks_the_outdated_cells_with_their_threads_once_upstream_is_done(tmp_path: Path, monkeypatch) -> None:
+    """Which stages `lanes` hands to Ray, and what each declares (tests/test_lanes_ray.py runs them)."""
+    from dvc.repo import Repo
+
+    from hackable_rl.experiments.lanes import outdated_stages
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    Repo.init(str(tmp_path))
+    (tmp_path / "params.yaml").write_text("torch_threads: 2\n")
+    stages = {
+        "first": {"cmd": "python -c \"open('a.txt', 'w').write('a')\"", "outs": ["a.txt"]},
+        "cell": {"matrix": {"n": [1, 2]}, "deps": ["a.txt"], "outs": ["c${item.n}.txt"], "params": ["torch_threads"],
+                 "cmd": "python -c \"open('c${item.n}.txt', 'w').write(open('a.txt').read())\""},
+        "wide": {"deps": ["a.txt"], "outs": ["w.txt"], "params": ["torch_threads"],
+                 "cmd": "python -c \"open('w.txt', 'w')\" --set torch_threads=3"},
+    }
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "logs"
+    with Repo(str(tmp_path)) as repo:
+        with pytest.raises(UserError, match="run `dvc repro first` first"):
+            outdated_stages(repo, ["cell@*"], logs)
+        with pytest.raises(UserError, match="no stage matches nope@"):
+            outdated_stages(repo, ["nope@*"], logs)
+        repo.reproduce("first")
+        cells = outdated_stages(repo, ["cell@*", "wide"], logs)
+    assert [(c.name, c.cpus, c.log, c.command[:2]) for c in cells] == [
+        ("cell@1", 2, logs / "cell@1.log", ["python", "-c"]), ("cell@2", 2, logs / "cell@2.log", ["python", "-c"]),
+        ("wide", 3, logs / "wide.log", ["python", "-c"])]  # the command's own --set torch_threads wins
+
+
+def test_lanes_without_ray_says_how_to_install_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the `ray` extra were not installed
+    with pytest.raises(UserError, match=r"pip install 'hackable-rl\[ray\]'"):
+        import_ray()
+
+
+def test_a_cell_knows_it_is_a_retry_only_from_its_own_lanes_run(tmp_path: Path) -> None:
+    pid_file = tmp_path / "cell.pid"
+    assert not _earlier_attempt(pid_file, "run-a")  # the first attempt: no file yet
+    pid_file.write_text("run-a 1234\n")
+    assert _earlier_attempt(pid_file, "run-a")  # its worker died: the retry resumes
+    assert not _earlier_attempt(pid_file, "run-b")  # a later lanes run starts the cell afresh
+    pid_file.write_text("")
+    assert not _earlier_attempt(pid_file, "run-a")
+
+
+def test_an_address_where_nothing_listens_is_one_line_at_once() -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(UserError, match=f"lanes --address 127.0.0.1:{port}: no Ray cluster answers there"):
+        _check_answers(f"127.0.0.1:{port}")
