@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.core.errors import UserError
+from hackable_rl.core.processes import die_with_parent
 
 RESUME_ENV = "HACKABLE_RL_RESUME"
 """Read by `hackable-rl condition --resume`: set to `auto` in a retried cell's environment."""
@@ -74,7 +75,7 @@ def run_cell(cell: CellRun, token: str) -> int:
             log.write(f"\n--- {cell.name}: retried after its worker died; {RESUME_ENV}=auto (resume from the last checkpoint)\n")
             log.flush()
         process = subprocess.Popen(cell.command, cwd=cell.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   preexec_fn=_die_with_worker)
+                                   preexec_fn=die_with_parent)  # a killed worker takes its command along
         return process.wait()
 
 
@@ -86,20 +87,6 @@ def _earlier_attempt(pid_file: Path, token: str) -> bool:
         return False
 
 
-def _die_with_worker() -> None:
-    """In the child, before exec (Linux): killed when the worker that started it dies. Otherwise a
-    killed worker's command would train on beside the retry, two writers in one run folder."""
-    import ctypes
-    import signal
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    pr_set_pdeathsig = 1
-    parent = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the worker died before the call: nothing would signal us
-        os._exit(1)
 
 
 # --------------------------------------------------------------------------- on the driver

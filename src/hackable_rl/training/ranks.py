@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hackable_rl.core.errors import UserError
+from hackable_rl.core.processes import die_with_parent
 
 __all__ = ["Ranks", "process_ranks", "launched_world_size"]
 
@@ -80,7 +81,7 @@ def process_ranks(config: Any) -> Ranks:
                         "group of completions is scored on one process (its group statistics are local)")
     if config.alarm.stop_training:
         raise UserError("alarm.stop_training works in one process only: the other processes would not stop with it")
-    _die_with_launcher()
+    die_with_parent()  # torchrun starts workers in their own session: a killed launcher takes them along
     import torch
     from accelerate import PartialState
 
@@ -90,18 +91,3 @@ def process_ranks(config: Any) -> Ranks:
     return Ranks(state.process_index, state.num_processes)
 
 
-def _die_with_launcher() -> None:
-    """Linux: this process is killed when its launcher dies. torchrun starts each worker in a session
-    of its own, so a `kill -9` of the launcher would otherwise leave the workers training on, writing
-    into a run that `--resume auto` is about to continue."""
-    import ctypes
-    import signal
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    pr_set_pdeathsig = 1
-    parent = os.getppid()
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the launcher died before the call: nothing would signal us
-        os._exit(1)
