@@ -174,6 +174,14 @@ class CellRoles:
         return bool(self.checkers) and self.checkers[0] in self.patterns
 
 
+def study_family(study_file: Path) -> tuple[str, ...]:
+    """The study file's `family`: the outcome names Holm's correction runs over (empty: undeclared)."""
+    family = _study(study_file).get("family") or []
+    if not isinstance(family, list) or not all(isinstance(name, str) for name in family):
+        raise UserError(f"{study_file}: family must be a list of outcome names (those Holm's correction runs over)")
+    return tuple(family)
+
+
 def cell_roles(study_file: Path) -> CellRoles:
     """The study file's cells, its reference cell and its positive control (read, never guessed from names)."""
     names = study_cells(study_file)
@@ -183,9 +191,7 @@ def cell_roles(study_file: Path) -> CellRoles:
     reference = data.get("reference")
     flaw = data.get("exploited_flaw")
     checkers = [*([flaw] if flaw else []), *(c for cell in cells for c in cell.checkers)]
-    family = data.get("family") or []
-    if not isinstance(family, list) or not all(isinstance(name, str) for name in family):
-        raise UserError(f"{study_file}: family must be a list of outcome names (those Holm's correction runs over)")
+    family = study_family(study_file)
     return CellRoles(tuple(names), reference.get("cell") if isinstance(reference, dict) else None,
                      shared_by_all[0] if shared_by_all else None, tuple(data.get("methods") or ()),
                      tuple(dict.fromkeys(checkers)), _natural_flaws(data), tuple(family),

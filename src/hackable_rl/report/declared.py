@@ -21,7 +21,7 @@ from pathlib import Path
 from hackable_rl.core.jsonl import write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
-from hackable_rl.experiments.cells import read_study_file
+from hackable_rl.experiments.cells import study_family
 from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
@@ -134,9 +134,8 @@ def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[
 def declared_family(study_file: Path) -> list[str] | None:
     """The study file's declared Holm family (`family`), None where the file does not declare one (then
     every declared outcome is in it)."""
-    data = read_study_file(study_file) if study_file.exists() else None
-    family = data.get("family") if isinstance(data, dict) else None
-    return [str(name) for name in family] if isinstance(family, list) else None
+    family = study_family(study_file) if study_file.exists() else ()
+    return list(family) or None
 
 
 def labelled(outcomes: list[Outcome], interval: str) -> list[Outcome]:
