@@ -98,7 +98,7 @@ def profile_grpo(config, steps: int) -> None:
     clock.wrap(torch.optim.AdamW, "step", "optimizer")
     clock.wrap(RunCallback, "on_step_end", "records")
     clock.wrap(RunCallback, "on_log", "records")
-    for name in ("log_metrics", "log_table_files", "register_model_version", "log_dict", "log_artifact"):
+    for name in ("log_metrics", "log_table_files", "log_checkpoint", "log_dict", "log_artifact"):
         clock.wrap(Tracker, name, "MLflow")
     clock.wrap(callback_module, "save_permanent", "checkpoints")
     clock.wrap(Trainer, "_save_checkpoint", "checkpoints")

@@ -81,7 +81,7 @@ RUN_JSON_EDITS = {
     "final-step-string": {"final_step": "3"},
     "final-step-bool": {"final_step": True},
     "status-number": {"status": 3},
-    "versions-list": {"registered_versions": ["1"]},
+    "artifacts-list": {"checkpoint_artifacts": ["1"]},
     "run-id-number": {"mlflow_run_id": 7},
     "changes-object": {"config_changes": {}},
     "pending-string": {"tracking_pending": "yes"},

@@ -1,5 +1,6 @@
 """`hackable-rl eval` end to end on a tiny-model run: run lookup in MLflow, checkpoint loading,
-judge + training verifier on the same samples, MLflow logging, promotion, learning curves."""
+judge + training verifier on the same samples, MLflow logging, registration of what was evaluated
+(and nothing else), promotion, learning curves."""
 
 from __future__ import annotations
 
@@ -16,15 +17,26 @@ from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.run import run_training
 
 
+def _versions(client: MlflowClient, run_id: str) -> dict[int, object]:
+    """Step -> the run's registry version of that checkpoint (a step registered twice fails here)."""
+    versions = client.search_model_versions(f"run_id = '{run_id}'")
+    steps = [int(v.tags["step"]) for v in versions]
+    assert len(steps) == len(set(steps)), steps
+    return dict(zip(steps, versions, strict=True))
+
+
 def test_eval_run_id_promote_and_learning_curve(project):
     config = load_resolved("params.yaml")
     trained = run_training(config)
     runner = CliRunner()
+    client = MlflowClient(tracking_uri(config.storage.cache_dir))
+    assert _versions(client, trained.run_id) == {}  # training registers nothing
 
     refused = runner.invoke(app, ["promote", "--run-id", trained.run_id, "--alias", "champion"])
     assert refused.exit_code == 2 and "no independent evaluation" in refused.output
+    assert f"run `hackable-rl eval --run-id {trained.run_id} --step 3` first" in refused.output
+    assert len(refused.output.strip().splitlines()) == 1, refused.output
 
-    client = MlflowClient(tracking_uri(config.storage.cache_dir))
     before = client.get_run(trained.run_id).info
     result = runner.invoke(app, ["eval", "--run-id", trained.run_id])
     assert result.exit_code == 0, result.output
@@ -37,9 +49,16 @@ def test_eval_run_id_promote_and_learning_curve(project):
     assert "### Training" in after.data.tags["mlflow.note.content"]
     listed = {entry["path"] for entry in json.loads(after.data.tags["mlflow.loggedArtifacts"])}
     assert "eval/samples.json" in listed
-    [version] = [v for v in client.search_model_versions("name='tests-policy-corrupted'") if v.tags["step"] == "3"]
-    assert "eval.pass_at_1" in version.tags and "pass_at_1" in version.description
-    assert client.get_model_version_by_alias("tests-policy-corrupted", "best-corrupted").tags["step"] == "3"
+    # the evaluated checkpoint, and it alone, is a version now: its eval tags, relative paths only
+    [(step, version)] = _versions(client, trained.run_id).items()
+    assert step == 3 and version.name == "tests-policy-corrupted"
+    assert version.source.endswith("/checkpoints/permanent/step-3")
+    assert version.tags["independent_eval"] == "eval/step-3/metrics.json" and "eval.pass_at_1" in version.tags
+    assert version.tags["run_id"] == trained.run_id and version.tags["condition"] == "corrupted"
+    assert version.description.startswith("Step 3 of run baseline-flip-r0.2-s0") and "pass_at_1" in version.description
+    assert str(project) not in version.description + json.dumps(version.tags)
+    best = client.get_model_version_by_alias("tests-policy-corrupted", "best-corrupted")
+    assert best.version == version.version
     # the samples as traces beside the training steps': sampled and greedy, a span per sample
     found = client.search_traces(locations=[after.info.experiment_id], run_id=trained.run_id)
     traces = {t.info.tags["mlflow.traceName"]: t for t in found}
@@ -49,6 +68,7 @@ def test_eval_run_id_promote_and_learning_curve(project):
     again = runner.invoke(app, ["eval", "--run-id", trained.run_id])
     assert again.exit_code == 0, again.output
     assert [p.step for p in client.get_metric_history(trained.run_id, "Headline/eval_pass_at_1")] == [3]
+    assert [v.version for v in _versions(client, trained.run_id).values()] == [version.version]  # updated, not added
     out = project / "cache/artifacts/eval/baseline-flip-r0.2-s0/step-3"
     records = read_jsonl(out / "generations.jsonl")
     assert len(records) == 4 * 2  # max_prompts x n
@@ -65,9 +85,18 @@ def test_eval_run_id_promote_and_learning_curve(project):
     promoted = runner.invoke(app, ["promote", "--run-id", trained.run_id, "--alias", "champion"])
     assert promoted.exit_code == 0, promoted.output
     assert client.get_model_version_by_alias("tests-policy-corrupted", "champion").tags["step"] == "3"
+    # --force promotes the unevaluated step 2: registered now, without eval tags
+    forced = runner.invoke(app, ["promote", "--run-id", trained.run_id, "--step", "2", "--alias", "candidate",
+                                 "--force"])
+    assert forced.exit_code == 0, forced.output
+    unevaluated = client.get_model_version_by_alias("tests-policy-corrupted", "candidate")
+    assert unevaluated.tags["step"] == "2" and "independent_eval" not in unevaluated.tags
 
     curve = runner.invoke(app, ["eval", "--run-id", trained.run_id, "--all-steps"])
     assert curve.exit_code == 0, curve.output
+    versions = _versions(client, trained.run_id)  # step 2's version evaluated now, none added
+    assert sorted(versions) == [2, 3] and versions[2].version == unevaluated.version
+    assert "eval.pass_at_1" in versions[2].tags
     table = (project / "cache/artifacts/eval/baseline-flip-r0.2-s0/learning_curve.csv").read_text().splitlines()
     assert len(table) == 3  # header + steps 2 and 3
     # one samples table for every evaluated checkpoint: 4 prompts x (2 sampled + 1 greedy) per step

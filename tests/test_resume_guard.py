@@ -98,14 +98,14 @@ def test_resume_of_a_finished_run_is_refused_rather_than_training_past_max_steps
         open_run_dir(run_dir, config, "auto", overwrite=False, allow_change=False)
 
 
-def test_allow_config_change_resumes_and_records_the_change_and_every_version(project):
-    """Two processes: steps 1-2 (versions of step 2), then a resume to step 3 at another rate (the
+def test_allow_config_change_resumes_and_records_the_change_and_every_checkpoint(project):
+    """Two processes: steps 1-2 (checkpoint 2), then a resume to step 3 at another rate (the
     run name is explicit: a derived one holds the rate, so a new rate would name a new run)."""
     # A constant learning rate without warm-up: only then may max_steps change on resume.
     constant = ["trainer.scheduler=constant", "trainer.warmup_ratio=0", "tracking.run_name=mine"]
     first = run_training(load_resolved("params.yaml", ["trainer.max_steps=2", *constant]))
-    versions_first = json.loads((first.run_dir / "run.json").read_text())["registered_versions"]
-    assert list(versions_first) == ["2"] and versions_first["2"] is not None
+    artifacts_first = json.loads((first.run_dir / "run.json").read_text())["checkpoint_artifacts"]
+    assert artifacts_first == {"2": "checkpoints/permanent/step-2"}
 
     changed = load_resolved("params.yaml", ["trainer.max_steps=3", "corruption.rate=0.5", *constant])
     with pytest.raises(UserError, match="corruption.rate: was 0.2, now 0.5"):
@@ -118,9 +118,8 @@ def test_allow_config_change_resumes_and_records_the_change_and_every_version(pr
         {"resumed_from_step": 2, "forced": {"corruption.rate": {"was": 0.2, "now": 0.5}},
          "allowed": {"trainer.max_steps": {"was": 2, "now": 3}}}
     ]
-    # item 6: the union of both processes' registered versions, not only the last one's
-    assert list(info["registered_versions"]) == ["2", "3"]
-    assert info["registered_versions"]["2"] == versions_first["2"] and info["registered_versions"]["3"]
+    # item 6: the checkpoints both processes sent MLflow, not only the last one's
+    assert info["checkpoint_artifacts"] == {"2": "checkpoints/permanent/step-2", "3": "checkpoints/permanent/step-3"}
     assert yaml.safe_load((result.run_dir / "config.yaml").read_text())["corruption"]["rate"] == 0.5
     before = yaml.safe_load((result.run_dir / "config.before-step-2.yaml").read_text())
     assert before["corruption"]["rate"] == 0.2

@@ -161,6 +161,10 @@ def test_mlflow_forgets_the_abandoned_steps_but_not_its_system_metrics(tmp_path)
         client.log_metric(run_id, "judge/correctness", step / 10, step=step)
         client.log_metric(run_id, "system/cpu", 50.0, step=step)
         events.append({"event": "metrics", "step": step, "delivered": True})
+    client.create_registered_model("p-corrupted")
+    for step in (2, 4):  # checkpoints an evaluation registered before the kill
+        client.create_model_version("p-corrupted", source=f"runs:/{run_id}/checkpoints/permanent/step-{step}",
+                                    run_id=run_id, tags={"step": str(step)})
     tracker = Tracker(client, run_id, None, f"sqlite:///{tmp_path / 'mlflow.db'}")
 
     forget_steps_after(tracker, events, 2)
@@ -168,6 +172,8 @@ def test_mlflow_forgets_the_abandoned_steps_but_not_its_system_metrics(tmp_path)
     assert [m.step for m in client.get_metric_history(run_id, "judge/correctness")] == [1, 2]
     assert client.get_run(run_id).data.metrics["judge/correctness"] == 0.2  # the latest value is step 2's again
     assert [m.step for m in client.get_metric_history(run_id, "system/cpu")] == [1, 2, 3, 4]
+    abandoned = {v.tags["step"]: v.tags.get("abandoned") for v in client.search_model_versions(f"run_id = '{run_id}'")}
+    assert abandoned == {"2": None, "4": "resumed from step 2"}  # kept, and marked
 
 
 def _records(run_dir: Path) -> list[int]:

@@ -78,6 +78,38 @@ def test_every_steps_records_are_rows_of_a_block_table_and_a_resume_sends_none_t
     assert resumed._pending_tables == []
 
 
+def test_a_resume_sends_only_the_checkpoints_no_event_carried_old_register_events_included(tmp_path):
+    """On resume, a permanent checkpoint goes to MLflow unless an event already carried it: a
+    `checkpoint` event, or the `register` event of event logs from when training registered its
+    checkpoints itself (delivered, or waiting for `hackable-rl sync`). What goes is the folder with
+    its version-to-be, never a registry version."""
+    from hackable_rl.training.callback import RunCallback, RunContext
+    from hackable_rl.training.recorder import GenerationRecorder
+
+    run_dir = tmp_path / "run"
+    for step in (2, 4, 6):
+        (run_dir / "checkpoints" / "permanent" / f"step-{step}").mkdir(parents=True)
+    old = {"event": "register", "name": "m", "path": "/old/step-2", "artifact_path": "checkpoints/permanent/step-2",
+           "tags": {"step": "2"}, "description": "Step 2", "version": "1", "delivered": True}
+    pending = {"event": "checkpoint", "path": "/x/step-4", "artifact_path": "checkpoints/permanent/step-4",
+               "version": {"model": "m", "tags": {"step": "4"}, "description": "Step 4"}, "delivered": False}
+    offline = Tracker(None, None, run_dir / EVENT_LOG_NAME, None)
+    context = RunContext(
+        run_dir=run_dir, recorder=GenerationRecorder(run_dir), tracker=offline, tokenizer=None,
+        permanent_steps={2, 4, 6}, config_hash="h", base_model="tiny", registered_model_name="m-corrupted",
+        version_tags={"run_id": None, "seed": 0}, log_tables=False, describe_version=lambda step: f"Step {step}",
+    )
+    resumed = RunCallback(context)
+    resumed.catch_up([old, pending], 6)
+    assert resumed._pending_permanent == [(6, run_dir / "checkpoints" / "permanent" / "step-6")]
+
+    resumed.flush_to_tracker()
+    [sent] = read_jsonl(run_dir / EVENT_LOG_NAME)
+    assert (sent["event"], sent["artifact_path"]) == ("checkpoint", "checkpoints/permanent/step-6")
+    assert not sent["delivered"]  # offline: `hackable-rl sync` sends it later
+    assert sent["version"] == {"model": "m-corrupted", "tags": {"seed": "0", "step": "6"}, "description": "Step 6"}
+
+
 def test_description_sections_are_replaced_by_title_and_keep_the_rest():
     text = with_section("", "Training", "200 steps")
     text = with_section(text, "Evaluation, step-200", "pass@1 0.8")

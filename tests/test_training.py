@@ -1,4 +1,4 @@
-"""GRPO training on the tiny model (CPU, seconds): records, MLflow, registry, robust vs baseline,
+"""GRPO training on the tiny model (CPU, seconds): records, MLflow, checkpoints, robust vs baseline,
 resume after kill -9, an unreachable tracking store, and what the console shows."""
 
 from __future__ import annotations
@@ -69,8 +69,18 @@ def test_three_step_run_records_everything(project):
     assert "final/judge/correctness/last" not in run.data.metrics  # summaries are no single-point charts
     assert "Training" in run.data.tags["mlflow.note.content"]
     assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["arith/train"]
-    versions = client.search_model_versions("name='tests-policy-corrupted'")
-    assert sorted(int(v.tags["step"]) for v in versions if v.run_id == result.run_id) == [2, 3]
+    # each permanent checkpoint as artifacts, with the version it becomes once evaluated; no registry
+    # version before an evaluation (`hackable-rl eval --run-id` registers what it evaluates)
+    assert client.search_model_versions(f"run_id = '{result.run_id}'") == []
+    listed = {a.path for a in client.list_artifacts(result.run_id, "checkpoints/permanent")}
+    assert listed == {"checkpoints/permanent/step-2", "checkpoints/permanent/step-3"}
+    version = json.loads(Path(client.download_artifacts(
+        result.run_id, "checkpoints/permanent/step-3/version.json", str(project / "downloaded"))).read_text())
+    assert version["model"] == "tests-policy-corrupted" and version["description"].startswith("Step 3 of run ")
+    assert version["tags"]["step"] == "3" and version["tags"]["run_id"] == result.run_id
+    assert str(project) not in json.dumps(version)  # relative paths only: the registry is read elsewhere
+    info = json.loads((result.run_dir / "run.json").read_text())
+    assert info["checkpoint_artifacts"] == {"2": "checkpoints/permanent/step-2", "3": "checkpoints/permanent/step-3"}
     # the exploit payoff table of this run's method and rate, saved before training (hackable-rl payoff)
     payoff = json.loads((result.run_dir / "payoff.json").read_text())
     assert payoff["cells"][0]["rate"] == 0.2 and "strict_wrong" in payoff["cells"][0]["pays"]
@@ -174,7 +184,10 @@ def test_unreachable_tracking_loses_nothing_and_syncs_later(project, monkeypatch
     client = MlflowClient(tracking_uri(config.storage.cache_dir))
     history = client.get_metric_history(outcome["run_id"], "judge/correctness")
     assert sorted(point.step for point in history) == [1, 2]
-    assert json.loads((result.run_dir / "run.json").read_text())["mlflow_run_id"] == outcome["run_id"]
+    synced = json.loads((result.run_dir / "run.json").read_text())
+    assert synced["mlflow_run_id"] == outcome["run_id"]
+    assert synced["checkpoint_artifacts"] == {"2": "checkpoints/permanent/step-2"}  # delivered now, not registered
+    assert client.search_model_versions(f"run_id = '{outcome['run_id']}'") == []
     assert sync_run(config, result.run_dir)["replayed"] == 0  # nothing is sent twice
 
 

@@ -1,5 +1,6 @@
 """What the UI shows of evaluations and the registry: one point per evaluated step, the base
-evaluation's labels, `best-<condition>` aliases, and no absolute paths in version descriptions."""
+evaluation's labels, `best-<condition>` aliases, one version per evaluated checkpoint, and no
+absolute paths in version descriptions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from mlflow import MlflowClient
 
 from hackable_rl.core.summaries import eval_description
 from hackable_rl.tracking import Tracker
-from hackable_rl.tracking.models_registry import EVALUATED_TAG, move_best_alias
+from hackable_rl.tracking.models_registry import (
+    ABANDONED_TAG,
+    EVALUATED_TAG,
+    move_best_alias,
+    register_checkpoint,
+)
+from hackable_rl.tracking.versions import CheckpointVersion
 from hackable_rl.training.identity import _shown
 
 
@@ -40,6 +47,30 @@ def test_the_best_alias_of_a_condition_is_its_evaluated_version_with_the_highest
                                     run_id=run_id, tags=tags)
     move_best_alias(client, "p-corrupted", "corrupted")
     assert str(client.get_model_version_by_alias("p-corrupted", "best-corrupted").version) == "2"
+
+
+def test_a_checkpoint_is_registered_once_from_its_version_json_and_anew_once_abandoned(tmp_path):
+    """The version of a logged checkpoint: created from its `version.json` (the run id set, though
+    the run trained offline and did not know it), found again on a second evaluation, and created
+    anew when a resume abandoned the first one (the step was trained again)."""
+    client = _client(tmp_path)
+    experiment = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    folder = tmp_path / "step-4"
+    folder.mkdir()
+    (folder / "checkpoint.json").write_text("{}")
+    version = CheckpointVersion.of("p-corrupted", {"run_id": None, "condition": "corrupted", "step": 4}, "Step 4.")
+    tracker = Tracker(client, run_id, None, client.tracking_uri)
+    assert tracker.log_checkpoint(folder, "checkpoints/permanent/step-4", version)
+    assert client.search_model_versions(f"run_id = '{run_id}'") == []  # logging registers nothing
+
+    first = register_checkpoint(client, "p", run_id, 4)
+    assert (first.name, first.description) == ("p-corrupted", "Step 4.")
+    assert first.source == f"{client.get_run(run_id).info.artifact_uri}/checkpoints/permanent/step-4"
+    assert first.tags == {"run_id": run_id, "condition": "corrupted", "step": "4"}
+    assert register_checkpoint(client, "p", run_id, 4).version == first.version
+    client.set_model_version_tag("p-corrupted", first.version, ABANDONED_TAG, "resumed from step 2")
+    assert int(register_checkpoint(client, "p", run_id, 4).version) == int(first.version) + 1
 
 
 def test_the_base_evaluation_is_described_without_a_step():

@@ -179,11 +179,14 @@ def promote(
     run_id: Annotated[str, typer.Option("--run-id", help="MLflow run id of a training run.")],
     alias: Annotated[str, typer.Option("--alias", help="Registry alias to move, e.g. champion.")] = "champion",
     step: Annotated[int | None, typer.Option("--step", help="Permanent checkpoint step (default: last).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Promote a version that has no independent eval.")] = False,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Promote a checkpoint that has no independent eval (registering it first if needed).")] = False,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
 ) -> None:
-    """Move a Model Registry alias onto a run's permanent checkpoint (evaluated ones only, unless --force)."""
+    """Move a Model Registry alias onto a run's permanent checkpoint (evaluated ones only, unless --force).
+
+    `eval --run-id` registers the checkpoints it evaluates; training registers none."""
     from hackable_rl.tracking.models_registry import promote as promote_version
 
     cfg = _config(config, overrides)
@@ -239,7 +242,9 @@ def eval_command(
         Path | None, typer.Option("--out-dir", help="Where generations.jsonl and metrics.json go.")
     ] = None,
 ) -> None:
-    """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates."""
+    """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates.
+
+    With --run-id, the evaluated checkpoint becomes a Model Registry version carrying its eval metrics."""
     from hackable_rl.core.summaries import eval_lines
     from hackable_rl.experiments import evaluate as runs
 

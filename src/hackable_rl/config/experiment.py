@@ -61,8 +61,8 @@ class TrackingConfig(Section):
     """MLflow run name and run folder name (one folder name: no `/`, no `..`); null derives
     `<method>-<channel>-r<rate>-s<seed>` from the config."""
     registered_model_name: ModelName = "hackable-rl-policy"
-    """Model Registry name stem: permanent checkpoints of clean runs (corruption.rate 0) register as
-    versions of `<name>-clean`, those of corrupted runs as versions of `<name>-corrupted`."""
+    """Model Registry name stem: `eval --run-id` registers an evaluated permanent checkpoint of a clean
+    run (corruption.rate 0) as a version of `<name>-clean`, of a corrupted run of `<name>-corrupted`."""
     log_generation_tables: bool = True
     """Log the generation records to MLflow: a trace per step (a span per completion), a table per 50 steps."""
     log_system_metrics: bool = True
@@ -286,7 +286,8 @@ class TrainerConfig(Section):
     save_steps: PositiveInt = 25
     """Steps between resumable checkpoints."""
     permanent_steps: list[PositiveInt] = []
-    """Steps whose checkpoints are kept forever and registered (the final step always is)."""
+    """Steps whose checkpoints are kept forever and logged to MLflow as run artifacts (the final step
+    always is); `eval --run-id ... --step N` evaluates one and registers it in the Model Registry."""
     progress_steps: PositiveInt | None = None
     """Steps between console progress lines (every step is still logged to metrics.jsonl and MLflow);
     null: `progress_interval`, about 20 lines per run."""
@@ -643,6 +644,6 @@ class ExperimentConfig(Section):
 
     @property
     def registered_model(self) -> str:
-        """The Model Registry name of this run's checkpoints: clean and corrupted runs never share one
-        (nor, therefore, a `champion` alias)."""
+        """The Model Registry name of this run's checkpoints once evaluated: clean and corrupted runs
+        never share one (nor, therefore, a `champion` alias)."""
         return f"{self.tracking.registered_model_name}-{self.condition}"

@@ -1,10 +1,11 @@
 """`hackable-rl eval --run-id ID`: independent evaluation of a training run's policy.
 
-    MLflow run -> its config (the run's own verifier, model and data) -> registered permanent
-    checkpoint (--step N, default the last) -> n samples per held-out prompt -> independent judge
+    MLflow run -> its config (the run's own verifier, model and data) -> its permanent checkpoint
+    artifacts (--step N, default the last) -> n samples per held-out prompt -> independent judge
     + the run's training verifier on the same samples -> spec section 6 metrics
     -> artifacts/eval/<run>/step-N/{generations.jsonl, metrics.json} -> the same MLflow run, left
     FINISHED (Headline/eval_pass_at_1 and Headline/eval_hacking_gap, the eval/samples.json table, its description)
+    -> the checkpoint registered as a Model Registry version with its eval.* tags, `best-<condition>` moved
 """
 
 from __future__ import annotations
@@ -37,10 +38,17 @@ from hackable_rl.evaluation.report_metrics import compute_report_metrics
 from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.scoring.records import EvaluationRecord
 from hackable_rl.tracking import Tracker, attach_tracker, start_tracker
-from hackable_rl.tracking.models_registry import find_version, mark_evaluated, registered_steps
+from hackable_rl.tracking.models_registry import mark_evaluated
 from hackable_rl.tracking.provenance import dataset_input
-from hackable_rl.tracking.runs import artifact_path_of, download_run_file, fetch_run, require_client
+from hackable_rl.tracking.runs import (
+    checkpoint_step,
+    checkpoint_steps,
+    download_run_file,
+    fetch_run,
+    require_client,
+)
 from hackable_rl.tracking.tables import EVAL_SAMPLES_TABLE
+from hackable_rl.tracking.versions import checkpoint_artifact
 from hackable_rl.tracking.views import EVAL_HACKING_GAP, EVAL_PASS_AT_1
 from hackable_rl.training.identity import RunIdentity
 
@@ -79,20 +87,19 @@ def _run_config(client: Any, run_id: str, current: ExperimentConfig) -> Experime
 
 
 def target_from_run(current: ExperimentConfig, run_id: str, step: int | None) -> EvalTarget:
-    """Finds run `run_id` in MLflow and the permanent checkpoint it registered at `step` (last by default)."""
+    """Finds run `run_id` in MLflow and the permanent checkpoint it logged at `step` (last by default)."""
     client = require_client(current, "`eval --run-id` (or evaluate a folder with --model PATH)")
     run = fetch_run(client, run_id)
     # The run name comes back from MLflow, not from a checked config, and names a folder rewritten
     # below: it must be one folder name (no `/`, no `..`) before anything is downloaded.
     run_name = _checked_name(run.info.run_name, f"--run-id {run_id}: MLflow run name")
     config = _run_config(client, run_id, current)
-    version = find_version(client, config.tracking.registered_model_name, run_id, step)
+    step = checkpoint_step(client, run_id, step)
     with tempfile.TemporaryDirectory() as folder:
-        local = download_run_file(client, run_id, artifact_path_of(version.source, run), Path(folder))
-        policy_name = _checked_name(local.name, f"--run-id {run_id}: checkpoint folder name")
-        cached = Storage.of(current.storage).eval_dir(run_name) / "policy" / policy_name
+        local = download_run_file(client, run_id, checkpoint_artifact(step), Path(folder))
+        cached = Storage.of(current.storage).eval_dir(run_name) / "policy" / local.name
         _copy_tree(local, cached)
-    return EvalTarget(config, run_name, run_id, int(version.tags["step"]), cached)
+    return EvalTarget(config, run_name, run_id, step, cached)
 
 
 def _checked_name(name: str, field: str) -> str:
@@ -277,8 +284,8 @@ def _log_evaluation(
 ) -> str | None:
     """Logs into the training run, attached so that its status and end time stay as they were (no
     nested run: the run's row in the runs table holds its own pass@1), or, for a policy without a
-    run, into an eval run of its own tagged like a training run. The registered version is tagged
-    as independently evaluated, with the metrics, and described."""
+    run, into an eval run of its own tagged like a training run. The evaluated checkpoint is registered
+    (or its version found), tagged as independently evaluated, with the metrics, and described."""
 
     config, step = target.config, target.step or 0
     tracker = attach_tracker(config, target.run_id) if target.run_id else _eval_run_tracker(target)
@@ -349,12 +356,13 @@ def _sample_rows(records: list[dict[str, Any]], greedy: list[dict[str, Any]], st
 
 
 def evaluate_all_steps(current: ExperimentConfig, run_id: str, metrics_out: Path | None = None) -> Path:
-    """A learning curve: every registered permanent checkpoint of a run, one summary row per step."""
+    """A learning curve: every permanent checkpoint of a run, one summary row per step (each registered
+    as it is evaluated)."""
 
     client = require_client(current, "`eval --all-steps`")
-    config = _run_config(client, run_id, current)
+    fetch_run(client, run_id)
     rows = []
-    for step in registered_steps(client, config.tracking.registered_model_name, run_id):
+    for step in checkpoint_steps(client, run_id):
         result = evaluate(target_from_run(current, run_id, step))
         rows.append(result.metrics)
     out = Storage.of(current.storage).eval_dir(rows[0]["run_name"]) / "learning_curve.csv"

@@ -1,9 +1,12 @@
-"""Model Registry: find the version of a run's permanent checkpoint, record its evaluation, and move
-an alias onto it.
+"""Model Registry: register a run's permanent checkpoint once it is evaluated, record the
+evaluation, and move an alias onto it.
 
-A run's checkpoints are versions of `<stem>-clean` or `<stem>-corrupted` (`ExperimentConfig.registered_model`,
-stem `tracking.registered_model_name`); they are found by run id, so the config that looks them up
-need not have the run's corruption rate.
+Training only logs each permanent checkpoint (`checkpoints/permanent/step-N`, with the
+`version.json` of `tracking.versions`); `hackable-rl eval --run-id` registers the checkpoint it
+evaluated as a version of `<stem>-clean` or `<stem>-corrupted` (`ExperimentConfig.registered_model`,
+stem `tracking.registered_model_name`), so the registry holds evaluated checkpoints only (and those
+`promote --force` put there). Versions are found by run id and step, so the config that looks them
+up need not have the run's corruption rate; evaluating a checkpoint again updates its version.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ import re
 from typing import Any
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.tracking.runs import check_run_id
+from hackable_rl.tracking.runs import check_run_id, checkpoint_step, fetch_run, read_checkpoint_version
 from hackable_rl.tracking.store import masked_uri
-from hackable_rl.tracking.tracker import make_client
+from hackable_rl.tracking.tracker import create_model_version, make_client
+from hackable_rl.tracking.versions import checkpoint_artifact
 
 EVALUATED_TAG = "independent_eval"
+ABANDONED_TAG = "abandoned"  # a version of a checkpoint whose steps a resume trained again
 
 
 def _versions_of_run(client: Any, stem: str, run_id: str) -> list[Any]:
@@ -25,28 +30,36 @@ def _versions_of_run(client: Any, stem: str, run_id: str) -> list[Any]:
     return [v for v in client.search_model_versions(f"run_id = '{run_id}'") if v.name.startswith(stem)]
 
 
-def find_version(client: Any, stem: str, run_id: str, step: int | None) -> Any:
-    """The registered version of `run_id` at `step` (the latest step when None)."""
-    versions = _versions_of_run(client, stem, run_id)
-    if not versions:
-        raise UserError(f"run {run_id}: no version of registered model {stem!r}-* (did training finish a checkpoint?)")
-    by_step = {int(v.tags.get("step", -1)): v for v in versions}
-    if step is None:
-        return by_step[max(by_step)]
-    if step not in by_step:
-        raise UserError(f"run {run_id}: no registered checkpoint at step {step}; registered steps: {sorted(by_step)}")
-    return by_step[step]
+def _version_at(client: Any, stem: str, run_id: str, step: int) -> Any | None:
+    """The registered version of the run's checkpoint at `step`, or None while it has none (it was
+    never evaluated). Versions of an abandoned checkpoint do not count: the step was trained again."""
+    found = [v for v in _versions_of_run(client, stem, run_id)
+             if v.tags.get("step") == str(step) and ABANDONED_TAG not in v.tags]
+    return max(found, key=lambda v: int(v.version)) if found else None
+
+
+def register_checkpoint(client: Any, stem: str, run_id: str, step: int) -> Any:
+    """The version of the run's checkpoint at `step`: the one it has, else a new one registered from
+    the checkpoint's artifact folder with the model, tags and description its `version.json` names."""
+    existing = _version_at(client, stem, run_id, step)
+    if existing is not None:
+        return existing
+    version = read_checkpoint_version(client, run_id, step)
+    tags = {**version.tags, "run_id": run_id}  # a run trained offline got its run id only at sync
+    number = create_model_version(client, run_id, version.model, checkpoint_artifact(step), tags, version.description)
+    return client.get_model_version(version.model, number)
 
 
 def mark_evaluated(
-    config: Any, run_id: str, step: int | None, metrics_uri: str, metrics: dict[str, Any], summary: str
+    config: Any, run_id: str, step: int, metrics_uri: str, metrics: dict[str, Any], summary: str
 ) -> str | None:
-    """Tags the version as independently evaluated (promotion requires it), tags it with the numeric
-    eval metrics (`eval.<name>`) and adds `summary` to its description; returns its version number."""
+    """Registers the evaluated checkpoint (or finds its version), tags it as independently evaluated
+    (promotion requires it) and with the numeric eval metrics (`eval.<name>`), adds `summary` to its
+    description and moves `best-<condition>`; returns the version number (None: store unreachable)."""
     client, _ = make_client(config.storage.cache_dir)
     if client is None:
         return None
-    version = find_version(client, config.tracking.registered_model_name, run_id, step)
+    version = register_checkpoint(client, config.tracking.registered_model_name, run_id, step)
     client.set_model_version_tag(version.name, version.version, EVALUATED_TAG, metrics_uri)
     for key, value in metrics.items():
         client.set_model_version_tag(version.name, version.version, f"eval.{key}", str(value))
@@ -79,22 +92,25 @@ def move_best_alias(client: Any, name: str, condition: str | None) -> None:
 
 
 def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool) -> dict[str, Any]:
-    """Moves `alias` to the run's checkpoint version; refuses an unevaluated one unless `force`."""
+    """Moves `alias` to the version of the run's checkpoint at `step` (the last one when None).
+    An unevaluated checkpoint is refused unless `force`, which registers it first when needed."""
     check_alias(alias)
     check_run_id(run_id)
     client, uri = make_client(config.storage.cache_dir)
     if client is None:
         raise UserError(f"MLflow store {masked_uri(uri)} is unreachable; cannot promote")
-    version = find_version(client, config.tracking.registered_model_name, run_id, step)
-    name = version.name
-    if EVALUATED_TAG not in version.tags and not force:
+    fetch_run(client, run_id)  # an unknown run id: "no such run", before its checkpoints are listed
+    stem = config.tracking.registered_model_name
+    step = checkpoint_step(client, run_id, step)
+    version = _version_at(client, stem, run_id, step)
+    if (version is None or EVALUATED_TAG not in version.tags) and not force:
         raise UserError(
-            f"{name} version {version.version} (run {run_id}, step {version.tags.get('step')}) has no independent "
-            f"evaluation; run `hackable-rl eval --run-id {run_id} --step {version.tags.get('step')}` first, "
-            "or pass --force"
+            f"run {run_id}, step {step}: the checkpoint has no independent evaluation; run `hackable-rl eval "
+            f"--run-id {run_id} --step {step}` first (it registers the checkpoint), or pass --force"
         )
-    client.set_registered_model_alias(name, alias, version.version)
-    return {"name": name, "version": version.version, "alias": alias, "step": version.tags.get("step")}
+    version = version or register_checkpoint(client, stem, run_id, step)
+    client.set_registered_model_alias(version.name, alias, version.version)
+    return {"name": version.name, "version": version.version, "alias": alias, "step": step}
 
 
 # MLflow's own rules for an alias (mlflow.utils.validation): letters, digits, `_` and `-`, at most 255
@@ -111,9 +127,9 @@ def check_alias(alias: str) -> None:
         raise UserError(f"--alias {alias!r}: reserved by the Model Registry ('latest' and v<N> name versions)")
 
 
-def registered_steps(client: Any, stem: str, run_id: str) -> list[int]:
-    """Steps of every permanent checkpoint a run registered, ascending."""
-    steps = sorted(int(v.tags["step"]) for v in _versions_of_run(client, stem, run_id) if "step" in v.tags)
-    if not steps:
-        raise UserError(f"run {run_id}: no version of registered model {stem!r}-*")
-    return steps
+def tag_abandoned_versions(client: Any, run_id: str, step: int) -> None:
+    """On resume from checkpoint `step`: tags the run's versions of later checkpoints `abandoned`
+    (the resumed run trains those steps again and logs their checkpoints anew); they are kept."""
+    for version in client.search_model_versions(f"run_id = '{run_id}'"):
+        if int(version.tags.get("step", -1)) > step:
+            client.set_model_version_tag(version.name, version.version, ABANDONED_TAG, f"resumed from step {step}")

@@ -7,14 +7,16 @@ steps in between, which the resumed process trains and logs again. MLflow has no
 a metric point, so for a database store (SQLite, PostgreSQL, MySQL: the client opens it directly)
 the points are deleted in the store's own tables; a tracking server cannot be asked to, and a
 warning names the steps MLflow will show twice. Registered versions of abandoned permanent
-checkpoints are tagged `abandoned` and kept. MLflow's own system metrics (`system/*`) count steps
-of their own and are left alone.
+checkpoints (an evaluation registered them) are tagged `abandoned` and kept. MLflow's own system
+metrics (`system/*`) count steps of their own and are left alone.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from hackable_rl.tracking.models_registry import tag_abandoned_versions
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +31,11 @@ def sent_after(events: list[dict[str, Any]], step: int) -> list[int]:
 
 def forget_steps_after(tracker: Any, events: list[dict[str, Any]], step: int) -> None:
     """Removes from the tracker's MLflow run what the event log says it received for steps after
-    `step` (metric points; registered versions get the tag `abandoned`)."""
+    `step` (metric points; registered versions of later checkpoints get the tag `abandoned`)."""
     steps = sent_after(events, step)
     if not tracker.online or not steps:
         return
-    _tag_abandoned_versions(tracker, events, step)
+    tag_abandoned_versions(tracker.client, tracker.run_id, step)
     if not tracker.uri.startswith(_DATABASE_SCHEMES):
         log.warning("MLflow at %s already holds metrics of steps %s, after the resume point %d; a tracking "
                     "server cannot delete metric points, so its charts show those steps twice",
@@ -41,13 +43,6 @@ def forget_steps_after(tracker: Any, events: list[dict[str, Any]], step: int) ->
         return
     deleted = _delete_points_after(tracker.client, tracker.run_id, step)
     log.info("MLflow run %s: deleted %d metric points of the abandoned steps %s", tracker.run_id, deleted, steps)
-
-
-def _tag_abandoned_versions(tracker: Any, events: list[dict[str, Any]], step: int) -> None:
-    for event in events:
-        version = event.get("version") if event["event"] == "register" else None
-        if version is not None and int(event.get("tags", {}).get("step", 0)) > step:
-            tracker.client.set_model_version_tag(event["name"], version, "abandoned", f"resumed from step {step}")
 
 
 def _delete_points_after(client: Any, run_id: str, step: int) -> int:

@@ -8,10 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.core.jsonl import iter_jsonl, read_jsonl, write_json, write_jsonl
+from hackable_rl.core.jsonl import iter_jsonl, write_json, write_jsonl
 from hackable_rl.core.run_lock import run_lock
 from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, start_tracker
-from hackable_rl.tracking.versions import merge_versions, registered_versions
+from hackable_rl.tracking.versions import (
+    CHECKPOINT_EVENTS,
+    CheckpointVersion,
+    checkpoint_artifacts,
+    without_registered_versions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +39,10 @@ def _replay(tracker: Tracker, event: dict[str, Any]) -> None:
         tracker.log_traces([(trace["paths"], trace["name"], trace["tags"]) for trace in event["traces"]])
     elif kind == "input":
         tracker.log_dataset(event["name"], event["digest"], event["source"], event["context"], event["profile"])
-    elif kind == "register":
-        tracker.register_model_version(
-            event["name"], event["path"], event["artifact_path"], event["tags"], event.get("description", "")
-        )
+    elif kind in CHECKPOINT_EVENTS:
+        tracker.log_checkpoint(event["path"], event["artifact_path"], _checkpoint_version(event))
     else:
-        raise UserError(f"{tracker.event_log}: unknown event {kind!r}")
+        raise UserError(f"{EVENT_LOG_NAME}: unknown event {kind!r}")
 
 
 def _replay_table(tracker: Tracker, event: dict[str, Any]) -> None:
@@ -68,38 +71,32 @@ def _logged_at_ms(event: dict[str, Any]) -> int:
     return int(event["time"] * 1000)
 
 
-def _with_versions(
-    events: list[dict[str, Any]], replayed: list[dict[str, Any]], sent: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The event log once `sent` (pending events, replayed while the store answered) are delivered:
-    each marked so, and each replayed register event given the version number its replay received
-    (in order, by registered name and artifact path)."""
-    versions: dict[tuple[str, str], list[str | None]] = {}
-    for event in replayed:
-        if event["event"] == "register":
-            versions.setdefault((event["name"], event["artifact_path"]), []).append(event.get("version"))
+def _checkpoint_version(event: dict[str, Any]) -> CheckpointVersion:
+    """The version a checkpoint event carries; a `register` event (event logs from when training
+    registered each checkpoint itself) carried the same model, tags and description in its own fields."""
+    where = f"{EVENT_LOG_NAME}: {event['event']} event of {event['artifact_path']}"
+    if event["event"] == "checkpoint":
+        return CheckpointVersion.from_json(event.get("version"), where)
+    return CheckpointVersion.from_json(
+        {"model": event.get("name"), "tags": event.get("tags"), "description": event.get("description", "")}, where
+    )
+
+
+def _marked_delivered(events: list[dict[str, Any]], sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The event log once `sent` (pending events, replayed while the store answered) are delivered."""
     sent_ids = {id(event) for event in sent}
-    delivered = []
-    for event in events:
-        if id(event) not in sent_ids:
-            delivered.append(event)
-            continue
-        if event["event"] == "register":
-            received = versions.get((event["name"], event["artifact_path"])) or [None]
-            event = {**event, "version": received.pop(0)}
-        delivered.append({**event, "delivered": True})
-    return delivered
+    return [{**event, "delivered": True} if id(event) in sent_ids else event for event in events]
 
 
 def _synced_info(info: dict[str, Any], tracker: Tracker, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """run.json after a sync: the run id and URI of the store it now lives in, and the version number
-    of each registered checkpoint (those listed when the run finished; all of them for an unfinished run)."""
-    found = registered_versions(events)
-    listed = info.get("registered_versions")
-    versions = merge_versions(listed, {k: v for k, v in found.items() if k in listed}) if listed else found
+    """run.json after a sync: the run id and URI of the store it now lives in, and the artifact folder
+    of each permanent checkpoint (those listed when the run finished; all of them for an unfinished run)."""
+    found = checkpoint_artifacts(events)
+    listed = info.get("checkpoint_artifacts") or info.get("registered_versions")  # the latter: older run.json
+    artifacts = {step: path for step, path in found.items() if step in listed} if listed else found
     return {
-        **info, "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.shown_uri, "tracking_pending": False,
-        **({"registered_versions": versions} if versions else {}),
+        **without_registered_versions(info), "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.shown_uri,
+        "tracking_pending": False, **({"checkpoint_artifacts": artifacts} if artifacts else {}),
     }
 
 
@@ -140,7 +137,8 @@ def sync_run(config: Any, run_dir: Path) -> dict[str, Any]:
     Events are replayed in order, metrics with the time they were first logged; the event log is
     rewritten with what is now delivered, so a second sync sends nothing twice; run.json gets the
     run id (at once, so a sync that fails half-way and is retried continues the same MLflow run),
-    tracking URI and registry version numbers. The run folder's writer lock is held throughout.
+    tracking URI and the artifact folders of its permanent checkpoints (registered only once evaluated:
+    `hackable-rl eval --run-id`). The run folder's writer lock is held throughout.
     A store that fails during the replay is a UserError (exit 2) saying what remains.
     """
     run_dir = Path(run_dir)
@@ -157,7 +155,7 @@ def _sync_locked(config: Any, run_dir: Path) -> dict[str, Any]:
     pending = [event for event in events if not event["delivered"]]
     if not pending:
         return {"run_id": info.get("mlflow_run_id"), "replayed": 0, "pending": 0}
-    replay_log = run_dir / "tracking-sync.jsonl"
+    replay_log = run_dir / "tracking-sync.jsonl"  # the replaying tracker's own log, a scratch file
     replay_log.unlink(missing_ok=True)
     name = info.get("run_name") or run_dir.name
     try:
@@ -173,7 +171,7 @@ def _sync_locked(config: Any, run_dir: Path) -> dict[str, Any]:
         info = {**info, "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.shown_uri}
         write_json(run_json, info)
     sent = _replay_while_online(tracker, pending)
-    delivered = _with_versions(events, read_jsonl(replay_log), sent)
+    delivered = _marked_delivered(events, sent)
     write_jsonl(events_path, delivered)
     replay_log.unlink(missing_ok=True)
     if len(sent) < len(pending):

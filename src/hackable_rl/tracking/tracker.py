@@ -31,6 +31,7 @@ from hackable_rl.tracking.store import (
 )
 from hackable_rl.tracking.tables import write_table
 from hackable_rl.tracking.traces import write_traces
+from hackable_rl.tracking.versions import VERSION_FILE, CheckpointVersion
 from hackable_rl.tracking.views import set_runs_view
 
 log = logging.getLogger(__name__)
@@ -213,25 +214,23 @@ class Tracker:
         self._send("get_run", lambda: found.append(self.client.get_run(self.run_id).info.start_time))
         return found[0] if found else None
 
-    def register_model_version(
-        self, name: str, local_dir: str | Path, artifact_path: str, tags: Mapping[str, Any], description: str = ""
-    ) -> str | None:
-        """Logs `local_dir` as an artifact folder and registers it as a version of model `name`."""
+    def log_checkpoint(self, local_dir: str | Path, artifact_path: str, version: CheckpointVersion) -> bool:
+        """Logs `local_dir` (a permanent checkpoint) as the artifact folder `artifact_path`, with
+        `version` as `version.json` inside it: what evaluation registers once it has evaluated the
+        checkpoint. Registers nothing itself; returns whether MLflow received it."""
         local_dir = Path(local_dir).resolve()
-        version: list[str] = []
 
-        def register() -> None:
+        def send() -> None:
             self.client.log_artifacts(self.run_id, str(local_dir), artifact_path)
-            version.append(_create_version(self.client, self.run_id, name, artifact_path, tags, description))
+            self.client.log_dict(self.run_id, version.to_json(), f"{artifact_path}/{VERSION_FILE}")
 
-        delivered = self._send("register_model_version", register)
+        delivered = self._send("log_checkpoint", send)
         self._record(
-            {"event": "register", "name": name, "path": str(local_dir), "artifact_path": artifact_path,
-             "tags": {k: _param_text(v) for k, v in tags.items()}, "description": description,
-             "version": version[0] if version else None},
+            {"event": "checkpoint", "path": str(local_dir), "artifact_path": artifact_path,
+             "version": version.to_json()},
             delivered,
         )
-        return version[0] if version else None
+        return delivered
 
     def start_system_metrics(self, resumed: bool) -> None:
         """MLflow's sampler of CPU, memory, disk and network use (`system/*`, every 10 s) while the run
@@ -271,9 +270,11 @@ def _log_batch(client: Any, run_id: str, **items: Any) -> None:
             client.log_batch(run_id, **{key: values[start : start + 100]})
 
 
-def _create_version(
+def create_model_version(
     client: Any, run_id: str, name: str, artifact_path: str, tags: Mapping[str, Any], description: str
 ) -> str:
+    """Registers the run's artifact folder `artifact_path` as a new version of model `name` (created
+    if absent); returns the version number."""
     from mlflow.exceptions import MlflowException
 
     try:

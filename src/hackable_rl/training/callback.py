@@ -1,5 +1,6 @@
 """The training callback: writes each step's records and metrics, saves permanent checkpoints, and
-sends everything to MLflow at checkpoint boundaries.
+sends everything to MLflow at checkpoint boundaries. A permanent checkpoint goes to MLflow as run
+artifacts with the version it will become (`tracking.versions`); evaluation registers it.
 
 Why at checkpoint boundaries: after a `kill -9`, training resumes from the last resumable
 checkpoint K and reruns steps K+1.. . MLflow cannot delete metric points, so anything it had
@@ -29,6 +30,7 @@ from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
 from hackable_rl.tracking import Tracker
 from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.tracking.traces import step_trace_name
+from hackable_rl.tracking.versions import CHECKPOINT_EVENTS, CheckpointVersion, checkpoint_artifact
 from hackable_rl.tracking.views import chart_names
 from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
@@ -51,11 +53,10 @@ class RunContext:
     permanent_steps: set[int]
     config_hash: str
     base_model: str
-    registered_model_name: str
-    version_tags: dict[str, Any]
+    registered_model_name: str  # the model evaluation registers the checkpoints under
+    version_tags: dict[str, Any]  # the tags of each checkpoint's version-to-be (the callback adds its step)
     log_tables: bool
-    describe_version: Callable[[int], str]  # step -> the registered version's description
-    registered_versions: dict[int, str | None] = field(default_factory=dict)
+    describe_version: Callable[[int], str]  # step -> the first line of the version's description
     alarm: AlarmConfig = field(default_factory=AlarmConfig)
     probe: Callable[[Any, list[dict[str, Any]]], float | None] | None = None
     """The truncation probe (`training.truncation_probe`): (policy, the step's records) -> its share; None: off."""
@@ -156,7 +157,7 @@ class RunCallback(TrainerCallback):
         self.constant_series.released |= released_in(events)
         sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
         sent_tables = _tabled_step_files(events)
-        sent_versions = {e["artifact_path"] for e in events if e["event"] == "register"}
+        sent_checkpoints = {e["artifact_path"] for e in events if e["event"] in CHECKPOINT_EVENTS}
         generations = self.run.recorder.generations_dir
         for row in self.run.recorder.metrics_rows():
             if row["step"] > step or row["step"] in sent_steps:
@@ -166,8 +167,9 @@ class RunCallback(TrainerCallback):
             if records.exists() and str(records.resolve()) not in sent_tables:
                 self._pending_tables.append(row["step"])
         for folder in sorted(permanent_root(self.run.run_dir).glob("step-*")):
-            if f"checkpoints/permanent/{folder.name}" not in sent_versions:
-                self._pending_permanent.append((int(folder.name.split("-")[1]), folder))
+            step = int(folder.name.split("-")[1])
+            if checkpoint_artifact(step) not in sent_checkpoints:
+                self._pending_permanent.append((step, folder))
 
     def _rewind_alarm(self, step: int) -> None:
         """The alarm as it was after `step`, so it fires where an unbroken run would (and not twice);
@@ -179,7 +181,8 @@ class RunCallback(TrainerCallback):
         self.alarm = OnsetAlarm.replayed(self.run.alarm, kept)
 
     def flush_to_tracker(self) -> None:
-        """Sends buffered step metrics, generation tables and permanent checkpoints to MLflow."""
+        """Sends buffered step metrics, generation tables and permanent checkpoints (as artifacts,
+        registered only once evaluated) to MLflow."""
         tracker = self.run.tracker
         history = self.run.recorder.metrics_rows() if self._pending_metrics else []
         for step, row in self.constant_series.points_to_send(self._pending_metrics, history):
@@ -190,12 +193,14 @@ class RunCallback(TrainerCallback):
                 tracker.log_table_files(files, generations_table(first))
             tracker.log_traces([self._step_trace(step) for step in sorted(set(self._pending_tables))])
         for step, path in self._pending_permanent:
-            version = tracker.register_model_version(
-                self.run.registered_model_name, path, f"checkpoints/permanent/step-{step}",
-                {**self.run.version_tags, "step": step}, self.run.describe_version(step),
-            )
-            self.run.registered_versions[step] = version
+            tracker.log_checkpoint(path, checkpoint_artifact(step), self._version(step))
         self._pending_metrics, self._pending_tables, self._pending_permanent = [], [], []
+
+    def _version(self, step: int) -> CheckpointVersion:
+        """The registry version the checkpoint at `step` becomes once evaluated."""
+        run = self.run
+        return CheckpointVersion.of(run.registered_model_name, {**run.version_tags, "step": step},
+                                    run.describe_version(step))
 
     def _step_trace(self, step: int) -> tuple[list[Path], str, dict[str, Any]]:
         """The step's completions as one trace (`tracking/traces.py`), tagged with the step and the run."""

@@ -83,7 +83,8 @@ class RunIdentity:
         }
 
     def version_tags(self, run_id: str | None) -> dict[str, Any]:
-        """The tags of each registered checkpoint version (the callback adds its `step`)."""
+        """The tags of each checkpoint's registry version (the callback adds its `step`; evaluation
+        registers the version, with the run id where the run trained offline)."""
         return {
             "run_id": run_id,
             "method": self.method,
@@ -95,7 +96,8 @@ class RunIdentity:
         }
 
     def version_description(self, step: int) -> str:
-        """The first line of a registered checkpoint's description (an evaluation adds its numbers)."""
+        """The first line of a checkpoint version's description (the evaluation that registers it adds
+        its numbers)."""
         return (
             f"Step {step} of run {self.run_name}: {self.method}, training verifier {self.corruption_channel} "
             f"at rate {self.corruption_rate:g} ({self.condition}), seed {self.seed}, from {_shown(self.base_model)}."

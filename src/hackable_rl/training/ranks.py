@@ -5,7 +5,7 @@ completions; TRL gathers the rewards and DDP averages the gradients. The run its
 
     main process (rank 0)   opens (or rewinds) the run folder, starts the MLflow run, writes every
                             generation record, metrics.jsonl and run.json, saves the permanent
-                            checkpoints and registers them
+                            checkpoints and logs them to MLflow
     other processes         train; their generation records are gathered to the main process at
                             each reward call (`Ranks.gather`), so each completion is written once
 

@@ -2,7 +2,8 @@
 
     config -> run folder (fresh or resumed) -> policy + tokenizer -> prompts dataset
            -> reward pipeline (training verifier + objective) -> TRL GRPOTrainer + RunCallback
-           -> generation records, metrics, permanent checkpoints -> MLflow run + Model Registry
+           -> generation records, metrics, permanent checkpoints -> MLflow run (the checkpoints as
+              artifacts: `hackable-rl eval --run-id` registers the ones it evaluates)
 
 `run_training` reads as set up (`_set_up`), train (`_trainer`, `_train`) and finish (`_finish`).
 The run folder itself (run.json, config.yaml, `--overwrite`, `--resume`) is `training.run_dir`.
@@ -35,7 +36,7 @@ from hackable_rl.scoring.pipeline import RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
 from hackable_rl.tracking.rewind import forget_steps_after
-from hackable_rl.tracking.versions import merge_versions, registered_versions
+from hackable_rl.tracking.versions import checkpoint_artifacts, without_registered_versions
 from hackable_rl.training.alarm import write_run_signals
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
@@ -116,7 +117,7 @@ def run_training(
         trainer = _trainer(run, context, extra_callbacks)
         started = time.time()
         _train(run, trainer)
-        return _finish(run, trainer.state.global_step, time.time() - started, context.registered_versions, metrics_out)
+        return _finish(run, trainer.state.global_step, time.time() - started, metrics_out)
 
 
 # --------------------------------------------------------------------------- set up
@@ -351,9 +352,7 @@ def _train(run: _Run, trainer: Any) -> None:
 # --------------------------------------------------------------------------- finish
 
 
-def _finish(
-    run: _Run, final_step: int, seconds: float, registered: dict[int, str | None], metrics_out: Path | None
-) -> TrainResult:
+def _finish(run: _Run, final_step: int, seconds: float, metrics_out: Path | None) -> TrainResult:
     """The summary (train.json; in MLflow `summary/train.json` and the run's description, not
     single-point metrics, so the run's charts are its curves), run.json's final state and the curve."""
     final = summarise_curve(run.recorder.metrics_rows(), final_step, seconds)
@@ -361,11 +360,11 @@ def _finish(
     run.tracker.update_description("Training", train_description(final, run.identity))
     run.tracker.end("FINISHED")
     info = {
-        **run.info,
+        **without_registered_versions(run.info),
         "status": "finished",
         "final_step": final_step,
         "tracking_pending": not run.tracker.online or run.info.get("tracking_pending", False),
-        "registered_versions": _registered_versions(run.run_dir, run.info, registered),
+        "checkpoint_artifacts": _checkpoint_artifacts(run.run_dir),
         "permanent_steps": permanent_steps(run.run_dir),
     }
     write_json(run.run_dir / "run.json", info)
@@ -376,19 +375,12 @@ def _finish(
     return TrainResult(run.run_dir, run.tracker.run_id, final_step, final)
 
 
-def _registered_versions(
-    run_dir: Path, info: dict[str, Any], current: dict[int, str | None]
-) -> dict[str, str | None]:
-    """Step -> registry version of every permanent checkpoint still in the run, across all the
-    processes that trained it: a resumed process registers only its own steps, the event log and the
-    previous run.json remember the earlier ones (a version number is never replaced by null)."""
-    merged = merge_versions(
-        info.get("registered_versions") or {},
-        registered_versions(_event_log(run_dir)),
-        {str(k): v for k, v in current.items()},
-    )
+def _checkpoint_artifacts(run_dir: Path) -> dict[str, str | None]:
+    """Step -> artifact folder in the MLflow run (null until `hackable-rl sync` delivers it) of every
+    permanent checkpoint still in the run, across all the processes that trained it: the event log
+    holds the checkpoints of each of them."""
     kept = {str(step) for step in permanent_steps(run_dir)}
-    return {step: version for step, version in merged.items() if step in kept}
+    return {step: path for step, path in checkpoint_artifacts(_event_log(run_dir)).items() if step in kept}
 
 
 def _event_log(run_dir: Path) -> list[dict[str, Any]]:

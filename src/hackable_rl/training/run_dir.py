@@ -2,7 +2,7 @@
 this project made it.
 
     run.json     `"created_by": "hackable-rl"` from the moment the folder exists, then the run's identity,
-                 MLflow run id, status and registered versions (`training.run`)
+                 MLflow run id, status and the permanent checkpoints MLflow holds (`training.run`)
     config.yaml  the resolved config; after a resume under a changed config the old one is kept as
                  config.before-step-K.yaml and the change is recorded in run.json and an MLflow tag
 """
@@ -62,7 +62,7 @@ _RUN_INFO_TYPES: dict[str, tuple[type, ...]] = {
     "status": (str,),
     "final_step": (int,),
     "mlflow_run_id": (str, type(None)),
-    "registered_versions": (dict, type(None)),
+    "checkpoint_artifacts": (dict, type(None)),
     "config_changes": (list,),
     "tracking_pending": (bool,),
 }
