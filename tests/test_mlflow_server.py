@@ -32,7 +32,6 @@ from mlflow_server_fixture import Server, server_fixture  # noqa: F401 (the `ser
 pytestmark = pytest.mark.slow
 
 OFFLINE_WARNINGS = ("continuing offline", "logging locally only")  # the tracker's two warnings
-MODEL = "tests-policy-corrupted"  # the tiny project's registered model (corruption.rate 0.2)
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +129,8 @@ def _table(client: MlflowClient, run_id: str, artifact_file: str, scratch: Path)
 def _assert_run_is_complete(
     client: MlflowClient, run_dir: Path, server: Server, permanent: list[int], scratch: Path
 ) -> None:
-    """run.json, the MLflow run, its tables and artifacts, and its Model Registry versions agree with
-    the run folder: a FINISHED run with every step, and one version per permanent checkpoint."""
+    """run.json, the MLflow run, its tables and artifacts agree with the run folder: a FINISHED run
+    with every step and every permanent checkpoint, and no Model Registry version (evaluation registers)."""
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished" and info["tracking_pending"] is False, info
     run_id = info["mlflow_run_id"]
@@ -145,13 +144,11 @@ def _assert_run_is_complete(
     logged = {a.path for a in client.list_artifacts(run_id)} | {a.path for a in client.list_artifacts(run_id, "summary")}
     assert {"config.yaml", "payoff.json", "environment.json", "summary/train.json"} <= logged, logged
 
-    versions = client.search_model_versions(f"run_id = '{run_id}'")
-    assert {v.name for v in versions} == {MODEL}
-    assert sorted(int(v.tags["step"]) for v in versions) == permanent
-    assert info["registered_versions"] == {v.tags["step"]: str(v.version) for v in versions}
+    assert client.search_model_versions(f"run_id = '{run_id}'") == []
+    assert info["checkpoint_artifacts"] == {str(step): f"checkpoints/permanent/step-{step}" for step in permanent}
     for step in permanent:
         files = {a.path.rsplit("/", 1)[-1] for a in client.list_artifacts(run_id, f"checkpoints/permanent/step-{step}")}
-        assert {"model.safetensors", "checkpoint.json"} <= files, files
+        assert {"model.safetensors", "checkpoint.json", "version.json"} <= files, files
     # artifacts went through the server into its --artifacts-destination, not into the run folder
     assert len(list((server.state / "artifacts").rglob(f"{run_id}/**/step-{permanent[-1]}/model.safetensors"))) == 1
 
@@ -173,8 +170,6 @@ def test_two_trainings_at_once_log_everything_to_the_server(server, trainings, t
     client = MlflowClient(server.uri)
     for project, name in zip(projects, names, strict=True):
         _assert_run_is_complete(client, _run_dir(project, name), server, [2, 3], tmp_path)
-    versions = client.search_model_versions(f"name = '{MODEL}'")
-    assert sorted(int(v.version) for v in versions) == [1, 2, 3, 4]  # both runs' checkpoints, none lost
 
 
 def _at_once(create) -> list:
@@ -200,13 +195,13 @@ def _at_once(create) -> list:
 
 def _race_once(uri: str, name: str) -> None:
     """Two runs create experiment `name`, then its first model version, then log one new dataset, at once."""
-    from hackable_rl.tracking.tracker import _create_version, _experiment_id, _log_input
+    from hackable_rl.tracking.tracker import _experiment_id, _log_input, create_model_version
 
     experiments = _at_once(lambda client, _: _experiment_id(client, name, "cache", uri))
     assert experiments[0] == experiments[1] and isinstance(experiments[0], str), experiments
     client = MlflowClient(uri)
     runs = [client.create_run(experiments[0]).info.run_id for _ in range(2)]
-    versions = _at_once(lambda client, i: _create_version(client, runs[i], name, "model", {"step": 1}, ""))
+    versions = _at_once(lambda client, i: create_model_version(client, runs[i], name, "model", {"step": 1}, ""))
     assert all(isinstance(v, str) for v in versions) and sorted(versions) == ["1", "2"], versions
     digest = name.encode().hex()[:32]
     logged = _at_once(lambda client, i: _log_input(client, runs[i], "race/train", digest, "file:///x", "training", {}))
@@ -223,14 +218,15 @@ def test_two_runs_creating_one_new_experiment_model_and_dataset_at_once_both_suc
         _race_once(server.uri, f"race-{round_}")
 
 
-def _wait_for_delivered_register(process: subprocess.Popen, project: Path, run_dir: Path, step: int,
-                                 timeout_s: float = 600) -> None:
-    """Until the run has delivered checkpoint `step` to the registry (the last thing a flush sends)."""
+def _wait_for_delivered_checkpoint(process: subprocess.Popen, project: Path, run_dir: Path, step: int,
+                                   timeout_s: float = 600) -> None:
+    """Until the run has delivered checkpoint `step` to MLflow (the last thing a flush sends)."""
     events_path = run_dir / "tracking-events.jsonl"
     deadline = time.monotonic() + timeout_s
     while True:
         events = read_jsonl(events_path, torn_tail_ok=True) if events_path.exists() else []
-        if any(e["event"] == "register" and e["delivered"] and e["tags"].get("step") == str(step) for e in events):
+        if any(e["event"] == "checkpoint" and e["delivered"] and e["artifact_path"].endswith(f"/step-{step}")
+               for e in events):
             return
         assert process.poll() is None, f"training ended before step {step} was delivered: {_console(project).read_text()[-3000:]}"
         assert time.monotonic() < deadline, f"step {step} not delivered within {timeout_s} s"
@@ -243,7 +239,7 @@ def test_a_server_down_mid_run_loses_nothing_once_synced(server, trainings, tiny
     process = _start_training(project, server.uri, "outage", "trainer.max_steps=6", "trainer.save_steps=2",
                               "trainer.permanent_steps=[2,4]")
     trainings.append(process)
-    _wait_for_delivered_register(process, project, run_dir, step=2)
+    _wait_for_delivered_checkpoint(process, project, run_dir, step=2)
     # Frozen while the server goes down, so that the outage surely falls inside the run.
     os.kill(process.pid, signal.SIGSTOP)
     try:

@@ -233,7 +233,7 @@ def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ra
 
     store_db = ran_repo.resolve() / "cache/mlflow/mlflow.db"
     expected_uri = uri or f"sqlite:///{store_db}"
-    versions_of = {}  # (experiment, MLflow run id) -> run.json's registered versions
+    artifacts_of = {}  # (experiment, MLflow run id) -> run.json's checkpoint artifacts
     for name, rate in rates.items():
         for seed in (0, 1, 2):  # the three replicates
             # The run folder, read back from the experiment's commit: the queued stage found the model in
@@ -243,7 +243,7 @@ def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ra
                                           repo=str(ran_repo), rev=name))
             assert run["base_model"].startswith(f"tiny:{ran_repo.resolve()}/.dvc/tmp/exps/tmp"), run["base_model"]
             assert run["tracking_uri"] == expected_uri and not run["tracking_pending"], run
-            versions_of[name, run["mlflow_run_id"]] = run["registered_versions"]
+            artifacts_of[name, run["mlflow_run_id"]] = run["checkpoint_artifacts"]
 
     client = MlflowClient(expected_uri)
     for name, rate in rates.items():
@@ -253,17 +253,19 @@ def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ra
         assert all("Headline/eval_pass_at_1" in run.data.metrics for run in runs), name  # the base eval's, the trained ones'
         trained = [run for run in runs if run.data.tags["hackable_rl.kind"] == "train"]
         assert {run.data.tags["corruption.rate"] for run in trained} == {str(rate)}
-        assert {run.info.run_id for run in trained} == {run_id for exp, run_id in versions_of if exp == name}
+        assert {run.info.run_id for run in trained} == {run_id for exp, run_id in artifacts_of if exp == name}
         model = "tests-policy-" + ("clean" if rate == 0 else "corrupted")
         for run in trained:
             assert "judge/correctness" in run.data.metrics, (name, sorted(run.data.metrics))
             # the loss is a chart, or a tag where it stayed flat (training/constant_series.py)
             assert "trl/loss" in run.data.metrics or "constant.trl/loss" in run.data.tags, name
-            # one Model Registry version per permanent checkpoint (trainer.permanent_steps [1], and the last)
+            # every permanent checkpoint (trainer.permanent_steps [1], and the last) in the run's artifacts;
+            # one Model Registry version: the checkpoint the pipeline evaluated (the last)
+            logged = {str(step): f"checkpoints/permanent/step-{step}" for step in (1, 2)}
+            assert artifacts_of[name, run.info.run_id] == logged, name
             versions = client.search_model_versions(f"run_id = '{run.info.run_id}'")
             assert {v.name for v in versions} == {model}, (name, versions)
-            assert sorted(int(v.tags["step"]) for v in versions) == [1, 2], (name, versions)
-            assert versions_of[name, run.info.run_id] == {v.tags["step"]: str(v.version) for v in versions}
+            assert [(v.tags["step"], "independent_eval" in v.tags) for v in versions] == [("2", True)], (name, versions)
             if server is not None:  # the checkpoints went through the server into its --artifacts-destination
                 uploaded = (server.state / "artifacts").rglob(f"{run.info.run_id}/**/step-2/model.safetensors")
                 assert len(list(uploaded)) == 1, (name, run.info.run_id)
