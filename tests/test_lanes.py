@@ -14,7 +14,14 @@ import pytest
 import yaml
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.experiments.ray_cells import _check_answers, _earlier_attempt, import_ray
+from hackable_rl.experiments.ray_cells import (
+    CellResult,
+    CellRun,
+    _check_answers,
+    _earlier_attempt,
+    import_ray,
+    run_cells,
+)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -42,8 +49,12 @@ def test_lanes_picks_the_outdated_cells_with_their_threads_once_upstream_is_done
             outdated_stages(repo, ["cell@*"], logs)
         with pytest.raises(UserError, match="no stage matches nope@"):
             outdated_stages(repo, ["nope@*"], logs)
+        named_with_upstream = outdated_stages(repo, ["first", "cell@*"], logs)
+        assert sorted((c.name, c.after) for c in named_with_upstream) == [
+            ("cell@1", ("first",)), ("cell@2", ("first",)), ("first", ())]  # each cell waits for `first`
         repo.reproduce("first")
         cells = outdated_stages(repo, ["cell@*", "wide"], logs)
+    assert all(c.after == () for c in cells)  # `first` is up to date: nothing to wait for
     assert [(c.name, c.cpus, c.log, c.command[:2]) for c in cells] == [
         ("cell@1", 2, logs / "cell@1.log", ["python", "-c"]), ("cell@2", 2, logs / "cell@2.log", ["python", "-c"]),
         ("wide", 3, logs / "wide.log", ["python", "-c"])]  # the command's own --set torch_threads wins
@@ -71,3 +82,51 @@ def test_an_address_where_nothing_listens_is_one_line_at_once() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(UserError, match=f"lanes --address 127.0.0.1:{port}: no Ray cluster answers there"):
         _check_answers(f"127.0.0.1:{port}")
+
+
+class _InlineRay:
+    """Just enough of Ray for `run_cells`: a task "runs" when submitted, exiting with its cell's code
+    from `codes`; the order of submission is kept."""
+
+    class exceptions:
+        RayError = RuntimeError
+
+    def __init__(self, codes: dict[str, int]) -> None:
+        self.codes, self.submitted = codes, []
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2.0}
+
+    def remote(self, function):
+        ray = self
+
+        class Task:
+            def options(self, **options):
+                return self
+
+            def remote(self, cell: CellRun, token: str):
+                ray.submitted.append(cell.name)
+                return (cell.name, ray.codes[cell.name])
+
+        return Task()
+
+    def wait(self, refs: list, num_returns: int):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        return ref[1]
+
+
+def test_a_cell_waits_for_the_cells_it_reads_and_is_not_run_when_one_failed(tmp_path: Path) -> None:
+    def cell(name: str, *after: str) -> CellRun:
+        return CellRun(name, ["true"], tmp_path / f"{name}.log", tmp_path, 1, after)
+
+    cells = [cell("model@0"), cell("model@1"), cell("payoff", "model@0"), cell("condition@0", "model@0", "payoff"),
+             cell("condition@1", "model@1", "payoff")]
+    ray = _InlineRay({"model@0": 0, "model@1": 3, "payoff": 0, "condition@0": 0, "condition@1": 0})
+    finished: list[str] = []
+    results = run_cells(ray, cells, "token", jobs=2, retries=0, on_finish=lambda i, r: finished.append(cells[i].name))
+    assert ray.submitted == ["model@0", "model@1", "payoff", "condition@0"]  # never before what it reads
+    assert results == [CellResult(0), CellResult(3), CellResult(0), CellResult(0),
+                       CellResult(-1, "not run: model@1 failed")]
+    assert sorted(finished) == sorted(c.name for c in cells)  # every cell reported once, the skipped one too

@@ -5,7 +5,10 @@
 (prepare, warm start, payoff) is up to date, so this runs each matching outdated stage's own `cmd`, as
 DVC would (in its folder, console to `cache/logs/lanes/<stage>.log`), as a Ray task
 (`experiments.ray_cells`): on a local Ray instance with this machine's cores, or on the cluster at
-`--address`. Each cell declares its `torch_threads` param as CPUs (and one GPU where the cluster has
+`--address`. A named stage that reads another named stage's outputs (a warm start's model, the payoff
+table) starts once that one has ended with exit 0, and is not run when it failed, so
+`lanes 'warmstart@*' payoff 'base@*' 'condition@*'` runs a whole study in order. Each cell declares its
+`torch_threads` param as CPUs (and one GPU where the cluster has
 GPUs), so on 2 cores two one-thread cells run side by side. Each stage that exits 0 is committed to
 dvc.lock as it ends, through DVC's own API under DVC's repository lock (`Repo.commit`, from the one
 driver thread, so two cells finishing together are committed one after the other): dvc.lock ends as
@@ -36,24 +39,43 @@ def _matches(name: str, patterns: list[str]) -> bool:
 
 
 def outdated_stages(repo, patterns: list[str], log_dir: Path) -> list[CellRun]:
-    """The stages named by `patterns` (globs) that `dvc status` lists as changed, in dvc.yaml order;
-    a UserError when a stage they depend on (and do not name) is itself outdated."""
+    """The stages named by `patterns` (globs) that `dvc status` lists as changed, and those named that
+    depend on one of them (as `dvc repro` would rerun them), in the order DVC lists them, each waiting for the
+    named stages it reads (`CellRun.after`); a UserError when a stage they depend on and do not name
+    is itself outdated."""
     changed = {key.rsplit(":", 1)[-1] for key in repo.status()}
+    graph = repo.index.graph
     stages = [stage for stage in repo.index.stages if stage.name and _matches(stage.name, patterns)]
     if not stages:
         raise UserError(f"lanes: no stage matches {' '.join(patterns)} (see `dvc stage list`)")
-    upstream = {dep.name for stage in stages for dep in repo.index.graph.successors(stage)
+    upstream = {dep.name for stage in stages for dep in graph.successors(stage)
                 if dep.name and dep.name in changed and not _matches(dep.name, patterns)}
     if upstream:
         raise UserError(f"lanes: run `dvc repro {' '.join(sorted(upstream))}` first (their outputs are outdated)")
-    return [_cell(stage, log_dir) for stage in stages if stage.name in changed]
+    chosen = _with_downstream(graph, stages, {stage.name for stage in stages if stage.name in changed})
+    return [_cell(stage, log_dir, tuple(dep.name for dep in graph.successors(stage) if dep.name in chosen))
+            for stage in stages if stage.name in chosen]
 
 
-def _cell(stage, log_dir: Path) -> CellRun:
+def _with_downstream(graph, stages: list, chosen: set[str]) -> set[str]:
+    """`chosen` and every stage of `stages` that reads, directly or through others of them, one of its
+    outputs (DVC's graph points from a stage to the stages it depends on)."""
+    chosen = set(chosen)
+    grew = True
+    while grew:
+        grew = False
+        for stage in stages:
+            if stage.name not in chosen and any(dep.name in chosen for dep in graph.successors(stage)):
+                chosen.add(stage.name)
+                grew = True
+    return chosen
+
+
+def _cell(stage, log_dir: Path, after: tuple[str, ...]) -> CellRun:
     if not isinstance(stage.cmd, str):
         raise UserError(f"lanes: stage {stage.name} has a list of commands; lanes runs stages with one `cmd`")
     return CellRun(stage.name, shlex.split(stage.cmd), log_dir / f"{stage.name}.log", Path(stage.wdir),
-                   _threads(stage))
+                   _threads(stage), after)
 
 
 def _threads(stage) -> float:

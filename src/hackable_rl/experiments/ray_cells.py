@@ -2,8 +2,9 @@
 
     driver (hackable-rl lanes)                       worker (any node of the Ray cluster)
     connect: a local Ray on 127.0.0.1, or --address   run_cell: <cell>.pid <- "<token> <worker pid>"
-    submit every cell, its resources declared           the stage's command, in its folder, console
-    ray.wait: each finished cell -> on_finish           to <cell>.log; exit code back to the driver
+    submit each cell once the cells it waits for        the stage's command, in its folder, console
+      ended ok, its resources declared                  to <cell>.log; exit code back to the driver
+    ray.wait: each finished cell -> on_finish
 
 Ray retries a task whose worker or node died (`max_retries`), never one that raised (`retry_exceptions`
 off) or exited non-zero: a deterministic failure fails once. A retry finds its own token in the cell's
@@ -46,6 +47,9 @@ class CellRun:
     """The stage's folder: it must be at the same path on every node (a shared file system)."""
     cpus: float = 1
     """CPUs the task declares to Ray: the stage's `torch_threads`."""
+    after: tuple[str, ...] = ()
+    """Names of the cells of the same run whose outputs this one reads: it starts once they have ended
+    with exit 0, and does not run when one of them failed."""
 
     @property
     def pid_file(self) -> Path:
@@ -137,24 +141,49 @@ def run_cells(
     """Runs every cell as a Ray task and calls `on_finish(index, result)` as each one ends (one at a
     time, on this thread: the dvc.lock commits never overlap); returns the results in `cells` order.
 
-    A cell declares `cpus` CPUs, and one GPU where the cluster has GPUs: Ray runs as many at once as
-    the resources allow (at most `jobs`, when given). It is retried `retries` times when its worker
-    or node dies."""
+    A cell is submitted once every cell it waits for (`after`) has ended with exit 0; when one of them
+    failed it is not run, and its result says which. A cell declares `cpus` CPUs, and one GPU where the
+    cluster has GPUs: Ray runs as many at once as the resources allow (at most `jobs`, when given). It
+    is retried `retries` times when its worker or node dies."""
     gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
     task = ray.remote(run_cell)
-    waiting, running = list(enumerate(cells)), {}
+    index_of = {cell.name: index for index, cell in enumerate(cells)}
+    waiting, running = list(range(len(cells))), {}
     results: list[CellResult | None] = [None] * len(cells)
     while waiting or running:
-        while waiting and len(running) < (jobs or len(cells)):
-            index, cell = waiting.pop(0)
-            options = {"name": cell.name, "num_cpus": cell.cpus, "num_gpus": gpus, "max_retries": retries,
-                       "retry_exceptions": False}
-            running[task.options(**options).remote(cell, token)] = index
+        for index in list(waiting):
+            state = _upstream_state(cells[index], index_of, results)
+            if state == _WAIT or (state == _READY and len(running) >= (jobs or len(cells))):
+                continue
+            waiting.remove(index)
+            if state == _READY:
+                cell = cells[index]
+                options = {"name": cell.name, "num_cpus": cell.cpus, "num_gpus": gpus, "max_retries": retries,
+                           "retry_exceptions": False}
+                running[task.options(**options).remote(cell, token)] = index
+            else:  # `state` names the failed cell it waited for
+                results[index] = CellResult(-1, f"not run: {state} failed")
+                on_finish(index, results[index])
+        if not running:
+            continue  # cells marked not run above may unblock (fail) others waiting on them
         done, _ = ray.wait(list(running), num_returns=1)
         index = running.pop(done[0])
         results[index] = _result(ray, done[0])
         on_finish(index, results[index])
     return [result for result in results if result is not None]
+
+
+_READY, _WAIT = "", None
+
+
+def _upstream_state(cell: CellRun, index_of: dict[str, int], results: list[CellResult | None]) -> str | None:
+    """_READY when every cell `cell` waits for ended with exit 0, _WAIT while one has not ended, else
+    the name of one that failed. Names outside this run (already up to date) are not waited for."""
+    ended = [(name, results[index_of[name]]) for name in cell.after if name in index_of]
+    failed = [name for name, result in ended if result is not None and result.code != 0]
+    if failed:
+        return failed[0]
+    return _WAIT if any(result is None for _, result in ended) else _READY
 
 
 def _result(ray: Any, ref: Any) -> CellResult:
