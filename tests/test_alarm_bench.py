@@ -72,6 +72,22 @@ def test_the_benchmark_counts_detections_false_alarms_and_leads(study, tmp_path)
     assert "| alarm |" in markdown and "1/2" in markdown and "0/1" in markdown and "(= hack-twin-s1)" in markdown
 
 
+def test_a_twin_whose_signals_differ_only_in_float_rounding_is_the_same_run(study, tmp_path):
+    twin = study / "hack-twin-s1"
+    lines = (twin / "signals.csv").read_text().splitlines()
+    column = lines[0].split(",").index("reward")
+
+    def nudge(by: float) -> None:
+        cells = lines[3].split(",")
+        cells[column] = repr(float(cells[column]) + by)
+        (twin / "signals.csv").write_text("\n".join([*lines[:3], ",".join(cells), *lines[4:]]) + "\n")
+
+    nudge(7e-6)  # float rounding drifting a logged value
+    assert run_alarm_bench([study], BASE, tmp_path / "out")["distinct_runs"] == 5
+    nudge(1 / 64)  # one sample in 64 paid otherwise: a different trajectory
+    assert run_alarm_bench([study], BASE, tmp_path / "out")["distinct_runs"] == 6
+
+
 def test_the_goal_needs_four_in_five_early_and_no_false_alarm():
     assert Totals(5, 5, 4, 3, 0, [-1] * 4 + [2]).goal_met()
     assert not Totals(5, 5, 3, 3, 0, []).goal_met() and not Totals(5, 5, 5, 3, 1, []).goal_met()

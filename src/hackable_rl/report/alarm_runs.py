@@ -11,9 +11,12 @@ Declared in the study file (study.yaml beside the results folder), before the ru
     alarm_split:
       tune_seeds: [0, 1]         # these replicates choose the thresholds; every other seed is held out
 
-Only distinct trajectories count: two conditions whose signals.csv and curve.csv are byte-identical
-trained the same trajectory (e.g. mean and majority aggregation of members that always agree), and
-the benchmark keeps the first by name and lists the others as the same run.
+Only distinct trajectories count: two conditions whose curve.csv is byte-identical (the same
+sampled completions, rewards and judgments at every step) and whose signals agree within
+SIGNAL_TOLERANCE trained the same trajectory (e.g. mean and majority aggregation of members that
+always agree, or a correction that is affine at that cell and so leaves every group's advantages as
+they were, up to float rounding that drifts the policy's logged entropy by about 1e-5), and the
+benchmark keeps the first by name and lists the others as the same run.
 """
 
 from __future__ import annotations
@@ -122,12 +125,30 @@ def _signals(folder: Path, curve_fallback: bool) -> tuple[list[StepSignals], str
     return None
 
 
+# Two runs with the same curve.csv are the same trajectory when every signal agrees within this: an
+# arm that samples the same completions can still drift in the last bits of a float it logs (the
+# policy's entropy after an affine reward change: up to 7e-6 over 100 steps), while signals of
+# different samples differ by at least one sample in 64 (0.016).
+SIGNAL_TOLERANCE = 1e-4
+
+
 def _fingerprint(folder: Path) -> str:
-    digest = hashlib.sha256()
-    for name in (SIGNALS_FILE, CURVE_FILE):
-        if (folder / name).exists():
-            digest.update(name.encode() + b"\0" + (folder / name).read_bytes())
-    return digest.hexdigest()
+    """curve.csv's bytes: the sampled trajectory (without one, the signals decide alone)."""
+    curve = folder / CURVE_FILE
+    return hashlib.sha256(curve.read_bytes()).hexdigest() if curve.exists() else "no curve.csv"
+
+
+def _same_signals(a: list[StepSignals], b: list[StepSignals]) -> bool:
+    if len(a) != len(b):
+        return False
+    for one, other in zip(a, b, strict=True):
+        if one.step != other.step or one.values.keys() != other.values.keys():
+            return False
+        for name, value in one.values.items():
+            twin = other.values[name]
+            if (value is None) != (twin is None) or (value is not None and abs(value - twin) > SIGNAL_TOLERANCE):
+                return False
+    return True
 
 
 def read_study_runs(results_dir: Path, curve_fallback: bool = False) -> list[BenchRun]:
@@ -153,10 +174,12 @@ def read_study_runs(results_dir: Path, curve_fallback: bool = False) -> list[Ben
 
 def distinct_runs(runs: list[BenchRun]) -> list[BenchRun]:
     """The runs with distinct trajectories, each keeping the names of its identical twins."""
-    kept: dict[str, BenchRun] = {}
+    kept: list[BenchRun] = []
     for run in sorted(runs, key=lambda r: (r.study, r.name)):
-        if run.fingerprint in kept:
-            kept[run.fingerprint].same_as.append(run.name)
+        twin = next((k for k in kept if k.study == run.study and k.fingerprint == run.fingerprint
+                     and _same_signals(k.history, run.history)), None)
+        if twin is None:
+            kept.append(run)
         else:
-            kept[run.fingerprint] = run
-    return list(kept.values())
+            twin.same_as.append(run.name)
+    return kept
