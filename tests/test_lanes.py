@@ -130,3 +130,43 @@ def test_a_cell_waits_for_the_cells_it_reads_and_is_not_run_when_one_failed(tmp_
     assert results == [CellResult(0), CellResult(3), CellResult(0), CellResult(0),
                        CellResult(-1, "not run: model@1 failed")]
     assert sorted(finished) == sorted(c.name for c in cells)  # every cell reported once, the skipped one too
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_stage_that_ran_in_another_project_sharing_the_cache_is_restored_not_rerun(tmp_path: Path, monkeypatch) -> None:
+    """Two studies with the same warm-start recipe: the second checks its warm start out of DVC's run
+    cache (same command, inputs and params) and commits it; a stage with other params still runs."""
+    from dvc.repo import Repo
+
+    from hackable_rl.experiments.lanes import outdated_stages, restore_from_run_cache
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    stages = {
+        "model": {"cmd": "python -c \"import uuid; open('m.txt', 'w').write(open('in.txt').read() + uuid.uuid4().hex)\"",
+                  "deps": ["in.txt"], "params": ["recipe"], "outs": ["m.txt"]},
+        "cell": {"cmd": "python -c \"open('c.txt', 'w').write(open('m.txt').read())\"",
+                 "deps": ["m.txt"], "params": ["cell"], "outs": ["c.txt"]},
+    }
+    for study, cell in (("first", 1), ("second", 2)):
+        folder = tmp_path / study
+        folder.mkdir()
+        Repo.init(str(folder), subdir=True)
+        (folder / ".dvc" / "config").write_text(f"[cache]\n    dir = {tmp_path / 'shared-cache'}\n")  # as studies share the root's
+        (folder / "in.txt").write_text("the same data\n")
+        (folder / "params.yaml").write_text(f"recipe: 3\ncell: {cell}\n")
+        (folder / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
+    monkeypatch.chdir(tmp_path / "first")  # DVC runs a study from its folder, as lanes does
+    with Repo(".") as repo:
+        repo.reproduce("cell")
+    second = tmp_path / "second"
+    monkeypatch.chdir(second)
+    with Repo(str(second)) as repo:
+        cells = outdated_stages(repo, ["model", "cell"], second / "logs")
+    said: list[str] = []
+    left = restore_from_run_cache(second, cells, said.append)
+    assert (second / "m.txt").read_text() == (tmp_path / "first" / "m.txt").read_text()  # checked out, not rerun
+    assert [(c.name, c.after) for c in left] == [("cell", ())]  # other params: it runs, no longer waiting
+    assert said == ["model: restored from DVC's run cache (the same command, inputs and params ran before)"]
+    with Repo(str(second)) as repo:
+        assert "model" in yaml.safe_load((second / "dvc.lock").read_text())["stages"]
+        assert not any(key.endswith("model") for key in repo.status())

@@ -50,6 +50,18 @@ def test_the_dvc_matrix_runs_every_declared_method_and_seed() -> None:
     assert stages["condition"]["deps"][0] == "cache/models/tiny-arith-w${item.seed}"
 
 
+def test_the_noise_study_shares_these_warm_starts_through_the_run_cache() -> None:
+    """The J sweep's prepare and warm-start stages are this study's, with the same params, so `lanes`
+    checks its warm starts out of DVC's run cache instead of training them again."""
+    sweep_dir = STUDY_DIR.parent / "corruption_sweep"
+    ours, theirs = (yaml.safe_load((d / "params.yaml").read_text()) for d in (STUDY_DIR, sweep_dir))
+    for section in ("seed", "data", "model", "warmstart", "torch_threads"):
+        assert ours.get(section) == theirs.get(section), section
+    our_stages, their_stages = (yaml.safe_load((d / "dvc.yaml").read_text())["stages"] for d in (STUDY_DIR, sweep_dir))
+    for stage in ("prepare", "warmstart"):
+        assert our_stages[stage] == their_stages[stage], stage
+
+
 def test_the_warm_start_data_holds_no_exploit_demonstration() -> None:
     config = load_config(STUDY_DIR / "params.yaml")
     assert config.data.arith.exploit_share == 0 and config.data.arith.hedged_share == 0

@@ -14,6 +14,12 @@ dvc.lock as it ends, through DVC's own API under DVC's repository lock (`Repo.co
 driver thread, so two cells finishing together are committed one after the other): dvc.lock ends as
 `dvc repro` would leave it, and a later `dvc repro` reruns nothing. `dvc repro warmstart payoff`
 brings the upstream up to date first.
+
+Before anything runs, a stage whose command, dependencies and params have run before, in this
+project or in another sharing its DVC cache, is checked out from DVC's run cache and committed, as
+`dvc repro` does (each commit saves its stage to the run cache): studies whose warm starts have the
+same recipe, data and thread count share them, and a fresh clone on a machine that ran the study
+reruns nothing it has.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from pathlib import Path
 from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.ray_cells import CellResult, CellRun, connect, import_ray, run_cells
 
-__all__ = ["outdated_stages", "run_lanes", "outcome_line"]
+__all__ = ["outdated_stages", "restore_from_run_cache", "run_lanes", "outcome_line"]
 
 THREADS_PARAM = "torch_threads"
 
@@ -104,7 +110,7 @@ def run_lanes(
     if jobs is not None and jobs < 1 or retries < 0:
         raise UserError(f"lanes: --jobs {jobs} --retries {retries}: expected --jobs of 1 or more, --retries of 0 or more")
     ray = import_ray()
-    cells = _outdated(repo_dir, patterns)
+    cells = restore_from_run_cache(repo_dir, _outdated(repo_dir, patterns), echo)
     if not cells:
         echo(f"lanes: every stage matching {' '.join(patterns)} is up to date")
         return []
@@ -126,6 +132,33 @@ def _outdated(repo_dir: Path, patterns: list[str]) -> list[CellRun]:
             return outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
     except NotDvcRepoError:
         raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
+
+
+def restore_from_run_cache(repo_dir: Path, cells: list[CellRun], echo: Callable[[str], None]) -> list[CellRun]:
+    """Checks out and commits, in order, each cell whose inputs are ready (it waits for no cell left to
+    run) and that DVC's run cache holds: the same command, dependencies and params, run before with
+    its outputs in the cache. Returns the cells left to run, no longer waiting for restored ones."""
+    from dvc.repo import Repo
+    from dvc.stage.cache import RunCacheNotFoundError
+
+    restored: set[str] = set()
+    left: list[CellRun] = []
+    with Repo(str(repo_dir)) as repo:
+        for cell in cells:
+            target = f"{Path(repo.root_dir) / 'dvc.yaml'}:{cell.name}"
+            if any(name not in restored for name in cell.after):
+                left.append(cell)
+                continue
+            try:
+                with repo.lock:  # the checkout writes outputs, as `dvc repro` does under its lock
+                    repo.stage_cache.restore(repo.stage.collect(target)[0])
+            except RunCacheNotFoundError:
+                left.append(cell)
+                continue
+            repo.commit(target, force=True)
+            restored.add(cell.name)
+            echo(f"{cell.name}: restored from DVC's run cache (the same command, inputs and params ran before)")
+    return [replace(cell, after=tuple(name for name in cell.after if name not in restored)) for cell in left]
 
 
 def _run_and_record(
