@@ -76,7 +76,10 @@ def test_the_loss_forward_and_its_gradients_match_the_full_forward(tiny, tokeniz
     valid = mask.bool()
     assert torch.allclose(full_logits[valid], shared_logits[valid], atol=1e-5)
     for full_grad, shared_grad in zip(full_grads, shared_grads, strict=True):
-        assert torch.allclose(full_grad, shared_grad, atol=1e-5, rtol=1e-4)
+        # a float32 sum in another order: the tolerance scales with the tensor's largest entry (the
+        # tied embedding's gradient reaches ~100, so an entry near 0 may differ by ~3e-5)
+        scale = full_grad.abs().max().item()
+        assert torch.allclose(full_grad, shared_grad, atol=1e-6 * scale, rtol=1e-4)
 
 
 def test_sampling_from_shared_prefills_gives_the_same_tokens(tiny, tokenizer):
