@@ -337,7 +337,19 @@ def _distinct_arms(cells: Mapping[CellKey, dict[int, Path]], cell: str) -> list[
             arms.append(([method], curves))
         else:
             same[0].append(method)
-    return [(" = ".join(methods), curves) for methods, curves in arms]
+    return [(" = ".join(methods) + _twin_elsewhere(cells, cell, methods), curves) for methods, curves in arms]
+
+
+def _twin_elsewhere(cells: Mapping[CellKey, dict[int, Path]], cell: str, methods: list[str]) -> str:
+    """` (= k3 baseline, trained once)` where an arm is identical by construction to an arm of another
+    cell: its folders are that arm's (trained there once), so the legend does not read as a second run."""
+    for method in methods:
+        for folder in cells[(cell, method)].values():
+            path = folder / CONDITION_FILE
+            trained = read_condition(path)["condition"] if path.exists() else {}
+            if trained.get("cell") not in (None, cell):
+                return f" (= {trained['cell']} {trained['method']}, trained once)"
+    return ""
 
 
 def _identical(first: list[pd.DataFrame], second: list[pd.DataFrame]) -> bool:
