@@ -144,3 +144,23 @@ def test_the_precision_verdict_reads_its_own_comparison_whatever_order_the_pair_
     verdicts = prediction_verdicts(sweep_outcomes(load_cell_conditions(results), read_design(tmp_path / "study.yaml")))
     assert verdicts["precision_matters_more"][0] == "refuted"  # equivalent within the margin: refuted
     assert verdicts["equal_j_equal_gain"][0] == "supported"
+
+
+def test_a_prediction_resting_on_a_difference_that_does_not_survive_holm_is_not_distinguishable() -> None:
+    from types import SimpleNamespace
+
+    from hackable_rl.report.declared import Outcome
+    from hackable_rl.report.youden import SweepOutcomes
+
+    label = "fp0.3-fn0.1 vs fp0.1-fn0.3"
+    edge = dict(cell=label, a="baseline@fp0.3-fn0.1", b="baseline@fp0.1-fn0.3", metric="pass_at_1", mean_a=0.736,
+                mean_b=0.749, diff=-0.013, ci_low=-0.025, ci_high=-0.001, met=True, n_replicates=3, p_value=0.043)
+    precision = Outcome(name="precision_matters_more", target="ci_high < 0", p_holm=0.26, met_after_holm=False, **edge)
+    raw_difference = SimpleNamespace(equivalence=SimpleNamespace(verdict="different"))  # the pair's own test, raw
+    verdicts = prediction_verdicts(SweepOutcomes([precision], {label: raw_difference}, None))
+    assert verdicts["precision_matters_more"][0] == "not distinguishable"
+    assert "Holm" in verdicts["precision_matters_more"][1]
+    assert verdicts["equal_j_equal_gain"][0] == "not distinguishable"  # its refutation rested on the same test
+    survives = Outcome(name="precision_matters_more", target="ci_high < 0", p_holm=0.01, met_after_holm=True, **edge)
+    verdicts = prediction_verdicts(SweepOutcomes([survives], {label: raw_difference}, None))
+    assert verdicts["precision_matters_more"][0] == "supported" and verdicts["equal_j_equal_gain"][0] == "refuted"

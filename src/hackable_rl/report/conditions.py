@@ -99,16 +99,37 @@ def methods_and_controls(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFram
 ONE_WARM_START = "95% t-intervals across training seeds, conditional on the study's one warm start"
 OWN_WARM_STARTS = "95% t-intervals across replicates, each with its own warm start"
 PARAMS_FILE = "params.yaml"
+LOCK_FILE = "dvc.lock"
+"""DVC's record of what each stage of a study ran with (its deps' paths and hashes)."""
 
 
 def interval_label(study_dir: Path) -> str:
-    """How a study's intervals read: across replicates that each warm-started their own policy (its
-    params.yaml, beside the results folder, leaves `warmstart.seed` null), or conditional on the one
-    warm start it sets (also where no params.yaml is there to say)."""
+    """How a study's intervals read: across replicates that each warm-started their own policy, or
+    conditional on one warm start. What ran decides where the study's dvc.lock records it (the warm
+    starts its result stages read, `warm_starts_read`); otherwise what its params.yaml declares (a
+    null `warmstart.seed`: one warm start per replicate), and one warm start where neither says."""
+    read = warm_starts_read(Path(study_dir).resolve().parent / LOCK_FILE)
+    if read:
+        return OWN_WARM_STARTS if len(read) > 1 else ONE_WARM_START
     params = Path(study_dir).resolve().parent / PARAMS_FILE
     data = read_yaml(params) if params.is_file() else {}
     warmstart = data.get("warmstart") if isinstance(data.get("warmstart"), dict) else None
     return OWN_WARM_STARTS if warmstart is not None and warmstart.get("seed") is None else ONE_WARM_START
+
+
+def warm_starts_read(lock: Path) -> set[str]:
+    """The model folders (`<cache>/models/...`) that a study's result stages (those writing under
+    `results/`) read, as its dvc.lock recorded them when they ran; empty without a readable lock."""
+    data = read_yaml(lock) if lock.is_file() else {}
+    stages = data.get("stages") if isinstance(data, dict) else None
+    read: set[str] = set()
+    for stage in (stages or {}).values():
+        outs = [out.get("path", "") for out in stage.get("outs", []) if isinstance(out, dict)]
+        if not any(path.startswith("results/") for path in outs):
+            continue
+        read |= {dep["path"] for dep in stage.get("deps", []) if isinstance(dep, dict)
+                 and "/models/" in f"/{dep.get('path', '')}"}
+    return read
 
 
 def equivalence_margin(study_file: Path) -> float | None:

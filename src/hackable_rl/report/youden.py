@@ -33,6 +33,7 @@ from hackable_rl.report.declared import (
     load_cell_conditions,
     outcomes_table,
     paired_outcome,
+    with_holm,
     write_outcomes,
 )
 from hackable_rl.report.outcomes import Paired, paired
@@ -163,9 +164,12 @@ def _pair_verdict(result: Paired | None) -> str:
 
 
 def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
-    """Each prediction's verdict and the one line that says why (study.yaml's rules)."""
+    """Each prediction's verdict and the one line that says why (study.yaml's rules), after Holm: a
+    difference that a comparison in the declared family detects raw but not after the correction
+    counts as not detected."""
     verdicts: dict[str, tuple[str, str]] = {}
-    by_pair = {label: _pair_verdict(result) for label, result in results.pairs.items()}
+    by_pair = {label: _after_holm(_pair_verdict(result), _family_test(results, label))
+               for label, result in results.pairs.items()}
     if by_pair:
         why = "; ".join(f"{label}: {verdict}" for label, verdict in by_pair.items())
         if "undefined" in by_pair.values():
@@ -181,6 +185,10 @@ def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
         verdict = _pair_verdict(results.precision)
         if precision.diff is None or precision.ci_low is None:
             verdicts["precision_matters_more"] = ("undefined", "a cell of the pair is missing, or has one seed")
+        elif precision.ci_high < 0 and precision.met_after_holm is False:
+            verdicts["precision_matters_more"] = (
+                UNDECIDED, f"{precision.ci_text} lies below 0 (raw p {precision.p_value:.3g}), but not after Holm's "
+                           f"correction (p {precision.p_holm:.3g})")
         elif precision.ci_high < 0:
             verdicts["precision_matters_more"] = (SUPPORTED, f"{precision.ci_text} lies below 0")
         elif precision.ci_low > 0 or verdict == "equivalent":
@@ -188,6 +196,18 @@ def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
         else:
             verdicts["precision_matters_more"] = (UNDECIDED, f"{precision.ci_text} covers 0, not inside the margin")
     return verdicts
+
+
+def _family_test(results: SweepOutcomes, label: str) -> Outcome | None:
+    """The Holm-adjusted outcome, if any, that tests the same pair of cells as the equal-J pair `label`."""
+    return next((o for o in results.outcomes if o.cell == label and o.p_holm is not None), None)
+
+
+def _after_holm(verdict: str, tested: Outcome | None) -> str:
+    """`different` stays different only where the family's test of the same pair survives Holm."""
+    if verdict != "different" or tested is None or tested.p_holm < 0.05:
+        return verdict
+    return f"no difference detected after Holm (raw p {tested.p_value:.3g}, Holm p {tested.p_holm:.3g})"
 
 
 # --------------------------------------------------------------------------- the report
@@ -208,7 +228,7 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     gains = _gains(cells, design)
     plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
     lines = [f"# {title}", "", *_overview(table, design, gains, interval_label(study_dir)), "",
-             *_prediction_lines(prediction_verdicts(results), results.pairs), "",
+             *_prediction_lines(prediction_verdicts(replace(results, outcomes=with_holm(results.outcomes))), results.pairs), "",
              *outcomes_table(results.outcomes), "",
              "The hacking gap is not reported: under random noise its expectation is fpr - (fpr + fnr) x accuracy "
              "whatever the policy learnt, so it restates pass@1.", "",
