@@ -50,3 +50,15 @@ def test_the_record_names_the_variable_and_the_kernels_in_use():
     assert record[DISPATCH_VARIABLE] == os.environ.get(DISPATCH_VARIABLE)
     assert record["torch_cpu_capability"]
     assert record["cpu_has_avx512f"] in ("yes", "no", None)
+
+
+@pytest.mark.skipif(not X86, reason="the pin applies to x86-64 only")
+def test_numpys_blas_kernels_are_pinned_before_numpy_loads_and_a_users_value_wins():
+    code = "import os, hackable_rl; print(os.environ.get('OPENBLAS_CORETYPE'))"
+    environment = {key: value for key, value in os.environ.items() if key != "OPENBLAS_CORETYPE"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, check=True)
+    assert result.stdout.strip() == "Haswell"
+    assert _python(code, OPENBLAS_CORETYPE="Zen") == "Zen"
+    late = "import numpy, os, hackable_rl; print(os.environ.get('OPENBLAS_CORETYPE'))"
+    result = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True, env=environment, check=True)
+    assert result.stdout.strip() == "None"

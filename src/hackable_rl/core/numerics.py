@@ -12,6 +12,12 @@ has, makes a fresh `dvc repro` give the same bytes on all of them.
 - It must run before the first `import torch`, which reads it once; `hackable_rl/__init__.py` calls it,
   so any `import hackable_rl...` sets it.
 
+NumPy's BLAS (the OpenBLAS its wheel bundles) dispatches the same way: its dot products run
+SkylakeX kernels on an AVX-512 CPU and round a correlation's last digits differently from the
+Haswell ones an AVX2 CPU runs (measured: an evaluation's reward-correctness Pearson differed in the
+15th digit). `OPENBLAS_CORETYPE=Haswell`, read once when NumPy loads, pins those kernels by the same
+rules (the user's value wins; x86-64 only; before the first `import numpy`).
+
 MKL_CBWR and ONEDNN_MAX_CPU_ISA were measured and changed nothing further for the ops used here.
 """
 
@@ -24,12 +30,16 @@ from pathlib import Path
 
 DISPATCH_VARIABLE = "ATEN_CPU_CAPABILITY"
 PINNED_CAPABILITY = "avx2"
+BLAS_VARIABLE = "OPENBLAS_CORETYPE"
+PINNED_BLAS_CORE = "Haswell"
 _NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 
 
 def pin_cpu_dispatch() -> str | None:
     """Sets ATEN_CPU_CAPABILITY=avx2 where it applies and torch is not loaded yet; returns the value in
     force (the user's own, the pinned one) or None where nothing is pinned."""
+    if platform.machine().lower() in ("x86_64", "amd64") and BLAS_VARIABLE not in os.environ and "numpy" not in sys.modules:
+        os.environ[BLAS_VARIABLE] = PINNED_BLAS_CORE  # NumPy's dot products: the AVX2 machines' kernels
     if DISPATCH_VARIABLE in os.environ:
         return os.environ[DISPATCH_VARIABLE]
     if platform.machine().lower() not in ("x86_64", "amd64") or _NVIDIA_DRIVER.exists():
@@ -43,7 +53,8 @@ def pin_cpu_dispatch() -> str | None:
 def dispatch_record() -> dict[str, str | None]:
     """What the run's environment record says of the dispatch: the variable and, once torch is
     loaded, the capability its kernels actually use."""
-    record: dict[str, str | None] = {DISPATCH_VARIABLE: os.environ.get(DISPATCH_VARIABLE)}
+    record: dict[str, str | None] = {DISPATCH_VARIABLE: os.environ.get(DISPATCH_VARIABLE),
+                                     BLAS_VARIABLE: os.environ.get(BLAS_VARIABLE)}
     torch = sys.modules.get("torch")
     if torch is not None:
         record["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
