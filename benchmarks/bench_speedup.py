@@ -131,9 +131,12 @@ def time_training(train: dict, workdir: Path, steps: int) -> None:
     print(f"training ({steps} steps): baseline {train_seconds['baseline']:.1f} s, "
           f"this {train_seconds['this']:.1f} s, ratio {train_seconds['this'] / train_seconds['baseline']:.3f} "
           "(target <= 0.5)")
-    same = run_outputs(workdir / "cache" / "artifacts" / "baseline-runs") == \
-        run_outputs(workdir / "cache" / "artifacts" / "this-runs")
-    print(f"training outputs byte-identical (generation records, final weights): {same}")
+    (records_a, weights_a) = run_outputs(workdir / "cache" / "artifacts" / "baseline-runs")
+    (records_b, weights_b) = run_outputs(workdir / "cache" / "artifacts" / "this-runs")
+    # the records carry every completion, reward, advantage and judgment; the weights can differ in
+    # float rounding alone (a gradient summed in another order) while every sampled token agrees
+    print(f"generation records byte-identical: {records_a == records_b}; final weights byte-identical: "
+          f"{weights_a == weights_b}")
 
 
 def time_warmstart(warm: dict, workdir: Path, steps: int | None) -> None:
