@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from transformers import TrainerCallback
-
+import hackable_rl  # noqa: F401  (first: pins the CPU dispatch before transformers loads torch)
 from hackable_rl.config.loading import load_config
+from transformers import TrainerCallback
 
 REPO = Path(__file__).resolve().parents[1]
 
