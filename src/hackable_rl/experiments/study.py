@@ -306,7 +306,7 @@ def _resumable(run_dir: Path, max_steps: int) -> bool:
         return False
     info = checked_run_info(run_dir)
     finished = info.get("status") == "finished" and info.get("final_step", 0) >= max_steps
-    return not finished and last_resumable(run_dir) is not None
+    return not finished and last_resumable(run_dir, before_step=max_steps) is not None
 
 
 def _write_outcomes(cfg: ExperimentConfig, condition: Condition, record: dict[str, Any], out_dir: Path,

@@ -47,8 +47,12 @@ def permanent_folders(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def last_resumable(run_dir: Path) -> tuple[Path, int] | None:
-    """The newest *intact* resumable checkpoint and its step, or None.
+def last_resumable(run_dir: Path, before_step: int | None = None) -> tuple[Path, int] | None:
+    """The newest *intact* resumable checkpoint (below `before_step` where given) and its step, or None.
+
+    `before_step` is the run's max_steps: a run killed after saving its last step's checkpoint but
+    before it finished would, resumed there, train one step past max_steps (the Trainer's loop), so it
+    resumes from the checkpoint before and trains the last steps again (same seed, same records).
 
     A kill during a save leaves a folder without `trainer_state.json` (the Trainer writes it last),
     and a checkpoint can be damaged after it was written (`checkpoint_check`); either is moved to
@@ -64,6 +68,8 @@ def last_resumable(run_dir: Path) -> tuple[Path, int] | None:
         reverse=True,
     )
     for step, candidate in candidates:
+        if before_step is not None and step >= before_step:
+            continue
         if not (candidate / TRAINER_STATE_NAME).is_file():
             _set_aside(run_dir, candidate, f"has no {TRAINER_STATE_NAME} (killed while saving?)")
             continue

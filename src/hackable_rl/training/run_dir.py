@@ -102,7 +102,7 @@ def open_run_dir(
             # the Trainer, resumed at its last step, would train one step past max_steps
             raise UserError(f"{run_dir}: finished at step {info['final_step']} of {config.trainer.max_steps}; "
                             "--resume auto has nothing to continue (start again with --overwrite)")
-        checkpoint = last_resumable(run_dir)
+        checkpoint = last_resumable(run_dir, before_step=config.trainer.max_steps)
         if checkpoint is None:
             raise UserError(
                 f"{run_dir}: --resume auto found no resumable checkpoint in {resume_dir(run_dir)}; "
