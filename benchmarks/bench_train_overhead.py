@@ -8,7 +8,8 @@ step time of each and their ratio (target: at most 0.6, the project ahead of bar
     python benchmarks/bench_train_overhead.py [--steps 12] [--workdir DIR]
 """
 
-from __future__ import annotations
+# hackable_rl is imported before transformers on purpose (it pins the CPU dispatch before torch loads)
+from __future__ import annotations  # noqa: I001
 
 import argparse
 import os

@@ -36,18 +36,29 @@ _NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
 
 
 def pin_cpu_dispatch() -> str | None:
-    """Sets ATEN_CPU_CAPABILITY=avx2 where it applies and torch is not loaded yet; returns the value in
-    force (the user's own, the pinned one) or None where nothing is pinned."""
-    if platform.machine().lower() in ("x86_64", "amd64") and BLAS_VARIABLE not in os.environ and "numpy" not in sys.modules:
-        os.environ[BLAS_VARIABLE] = PINNED_BLAS_CORE  # NumPy's dot products: the AVX2 machines' kernels
+    """Sets ATEN_CPU_CAPABILITY=avx2 (and NumPy's BLAS kernels, `_pin_blas`) where it applies and torch
+    is not loaded yet; returns the value in force (the user's own, the pinned one) or None where
+    nothing is pinned."""
+    _pin_blas()
     if DISPATCH_VARIABLE in os.environ:
         return os.environ[DISPATCH_VARIABLE]
-    if platform.machine().lower() not in ("x86_64", "amd64") or _NVIDIA_DRIVER.exists():
+    if not _on_x86() or _NVIDIA_DRIVER.exists():
         return None
     if "torch" in sys.modules:  # too late to take effect: leave the environment telling the truth
         return None
     os.environ[DISPATCH_VARIABLE] = PINNED_CAPABILITY
     return PINNED_CAPABILITY
+
+
+def _pin_blas() -> None:
+    """OPENBLAS_CORETYPE=Haswell on x86-64 before NumPy loads, unless the user set it: NumPy's dot
+    products then run the AVX2 machines' kernels on every CPU."""
+    if _on_x86() and BLAS_VARIABLE not in os.environ and "numpy" not in sys.modules:
+        os.environ[BLAS_VARIABLE] = PINNED_BLAS_CORE
+
+
+def _on_x86() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def dispatch_record() -> dict[str, str | None]:
