@@ -4,9 +4,12 @@ absolute paths in version descriptions."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from hackable_rl.core.summaries import eval_description
 from hackable_rl.tracking import Tracker
@@ -35,6 +38,18 @@ def test_a_point_logged_again_at_the_same_step_and_time_is_stored_once(tmp_path)
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "eval_pass_at_1")] == [(50, 0.625)]
 
 
+@pytest.mark.skipif(importlib.util.find_spec("psutil") is None, reason="MLflow samples system metrics with psutil")
+def test_a_run_shorter_than_the_sampling_interval_still_has_its_system_metrics(tmp_path):
+    client = _client(tmp_path)
+    experiment = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    tracker = Tracker(client, run_id, None, client.tracking_uri)
+    tracker.start_system_metrics(resumed=False)
+    tracker.end()  # well inside MLflow's 10 s interval
+    metrics = client.get_run(run_id).data.metrics
+    assert "system/cpu_utilization_percentage" in metrics, sorted(metrics)
+
+
 def test_the_best_alias_of_a_condition_is_its_evaluated_version_with_the_highest_pass_at_1(tmp_path):
     client = _client(tmp_path)
     experiment = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -46,6 +61,40 @@ def test_the_best_alias_of_a_condition_is_its_evaluated_version_with_the_highest
         client.create_model_version("p-corrupted", source=f"{client.get_run(run_id).info.artifact_uri}/x",
                                     run_id=run_id, tags=tags)
     move_best_alias(client, "p-corrupted", "corrupted")
+    assert str(client.get_model_version_by_alias("p-corrupted", "best-corrupted").version) == "2"
+
+
+class _RivalSetsTheAliasFirst:
+    """A client whose first alias write loses a race: another evaluation (which read before this one's
+    version was tagged) inserts the alias at its stale best just before, and the store refuses the
+    second insert, as PostgreSQL did under two `dvc queue` workers."""
+
+    def __init__(self, client: MlflowClient, stale_version: str):
+        self._client, self._stale, self.refused = client, stale_version, 0
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def set_registered_model_alias(self, name, alias, version):
+        if not self.refused:
+            self._client.set_registered_model_alias(name, alias, self._stale)
+            self.refused += 1
+            raise MlflowException(f"Key (name, alias)=({name}, {alias}) already exists")
+        self._client.set_registered_model_alias(name, alias, version)
+
+
+def test_the_best_alias_lands_on_the_best_version_when_a_concurrent_evaluation_set_it_first(tmp_path):
+    client = _client(tmp_path)
+    experiment = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    client.create_registered_model("p-corrupted")
+    for score in ("0.5", "0.75"):
+        client.create_model_version("p-corrupted", source=f"{client.get_run(run_id).info.artifact_uri}/x",
+                                    run_id=run_id, tags={EVALUATED_TAG: "m.json", "condition": "corrupted",
+                                                         "eval.pass_at_1": score})
+    racing = _RivalSetsTheAliasFirst(client, stale_version="1")
+    move_best_alias(racing, "p-corrupted", "corrupted")
+    assert racing.refused == 1
     assert str(client.get_model_version_by_alias("p-corrupted", "best-corrupted").version) == "2"
 
 

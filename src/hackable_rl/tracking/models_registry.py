@@ -12,6 +12,7 @@ up need not have the run's corruption rate; evaluating a checkpoint again update
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from hackable_rl.core.errors import UserError
@@ -79,16 +80,50 @@ def best_alias(condition: str) -> str:
 
 def move_best_alias(client: Any, name: str, condition: str | None) -> None:
     """Points `best-<condition>` at the evaluated version of `name` in `condition` with the highest
-    pass@1 (the earlier version on a tie); unevaluated versions never hold it."""
+    pass@1 (the earlier version on a tie); unevaluated versions never hold it.
+
+    Several evaluations may finish at once (`seeds --parallel`, `dvc queue` workers) and each moves
+    the alias from what it read. Setting it is an insert the store can refuse when another process
+    inserted the same alias first, and a process that read before another's tags were written would
+    point it at a stale best. So it reads, sets and reads again until the alias names the best it
+    sees: the last process to read sees every version tagged before it, and leaves the alias right."""
     if not condition:
         return
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    alias = best_alias(condition)
+    for _ in range(_ALIAS_ATTEMPTS):
+        best = _best_evaluated(client, name, condition)
+        if best is None or _alias_target(client, name, alias) == str(best):
+            return
+        try:
+            client.set_registered_model_alias(name, alias, best)
+        except (MlflowException, SQLAlchemyError):  # another process set it between our read and write: read again
+            time.sleep(_ALIAS_RETRY_S)
+    raise UserError(f"registered model {name!r}: alias {alias!r} kept changing under concurrent evaluations; "
+                    f"rerun `hackable-rl eval` to set it")
+
+
+_ALIAS_ATTEMPTS = 6
+_ALIAS_RETRY_S = 0.2
+
+
+def _best_evaluated(client: Any, name: str, condition: str) -> str | None:
+    """The version of `name` in `condition` with the highest evaluated pass@1 (earlier on a tie)."""
     scored = [
-        (float(v.tags[BEST_METRIC]), -int(v.version), v.version)
+        (float(v.tags[BEST_METRIC]), -int(v.version), str(v.version))
         for v in client.search_model_versions(f"name = '{name}'")
         if v.tags.get("condition") == condition and EVALUATED_TAG in v.tags and BEST_METRIC in v.tags
     ]
-    if scored:
-        client.set_registered_model_alias(name, best_alias(condition), max(scored)[2])
+    return max(scored)[2] if scored else None
+
+
+def _alias_target(client: Any, name: str, alias: str) -> str | None:
+    """The version `alias` points at, or None while it points nowhere."""
+    aliases = client.get_registered_model(name).aliases or {}
+    target = aliases.get(alias)
+    return None if target is None else str(target)
 
 
 def promote(config: Any, run_id: str, step: int | None, alias: str, force: bool) -> dict[str, Any]:

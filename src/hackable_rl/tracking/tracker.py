@@ -233,8 +233,8 @@ class Tracker:
         return delivered
 
     def start_system_metrics(self, resumed: bool) -> None:
-        """MLflow's sampler of CPU, memory, disk and network use (`system/*`, every 10 s) while the run
-        lasts, when psutil is installed. It logs live, not at checkpoints: after a resume its points
+        """MLflow's sampler of CPU, memory, disk and network use (`system/*`, every 10 s, and once
+        more as the run ends) while the run lasts, when psutil is installed. It logs live, not at checkpoints: after a resume its points
         continue from the last step it logged, and nothing of it is in the event log."""
         if not self.online or importlib.util.find_spec("psutil") is None:
             return
@@ -252,10 +252,20 @@ class Tracker:
     def end(self, status: str = "FINISHED") -> None:
         """Ends the run with `status`; a tracker that does not own its run leaves it as it was."""
         if self._system_metrics is not None:
-            self._system_metrics.finish()
-            self._system_metrics = None
+            monitor, self._system_metrics = self._system_metrics, None
+            monitor.finish()
+            self._send("system_metrics", lambda: _publish_last_sample(monitor))
         if self.owns_run:
             self._send("end", lambda: self.client.set_terminated(self.run_id, status))
+
+
+def _publish_last_sample(monitor: Any) -> None:
+    """One sample taken as the run ends, logged after the sampler's own: MLflow's sampler publishes
+    every 10 s and drops the window it is in when stopped, so a run shorter than that would otherwise
+    show no system metrics at all."""
+    monitor.collect_metrics()
+    monitor.publish_metrics(monitor.aggregate_metrics())
+    monitor.mlflow_logger.flush()
 
 
 def _param_text(value: Any) -> str:
