@@ -77,7 +77,9 @@ def _condition(results: Path, cell: str, method: str, seed: int, correct: np.nda
                             "cell": cell, "name": name}, "run_name": name, "status": "ok",
               "eval": {"pass_at_1": float(correct.mean() / 4)}, "train": {}}
     (folder / "condition.json").write_text(json.dumps(record))
-    write_prompt_results(folder / "prompts.jsonl", [PromptResult(f"p{i}", 4, int(c), None, None, None)
+    # The transferred judge agrees with the strict one but for one sample more on prompt 0.
+    write_prompt_results(folder / "prompts.jsonl", [PromptResult(f"p{i}", 4, int(c), None, None, None, 4,
+                                                                 min(4, int(c) + (i == 0)))
                                                     for i, c in enumerate(correct)])
 
 
@@ -100,7 +102,11 @@ def _sweep(tmp_path: Path, fp_heavy_shift: int) -> Path:
 def test_equal_gain_at_equal_j_is_supported_and_precision_refuted(tmp_path: Path) -> None:
     results = _sweep(tmp_path, fp_heavy_shift=0)
     outcomes = sweep_outcomes(load_cell_conditions(results), read_design(tmp_path / "study.yaml")).outcomes
-    by = {(o.name, o.cell): o for o in outcomes}
+    by = {(o.name, o.cell): o for o in outcomes if o.metric == "pass_at_1"}
+    transferred = {(o.name, o.cell): o for o in outcomes if o.metric == "pass_at_1_transfer"}
+    assert set(transferred) == set(by)  # every pass@1 row beside the same comparison under the other judge
+    assert all(o.secondary and o.p_holm is None for o in transferred.values())
+    assert transferred[("learning_gain", "fp0.2-fn0.2")].met
     pair = by[("equal_j_equal_gain", "fp0.3-fn0.1 vs fp0.1-fn0.3")]
     assert pair.diff == pytest.approx(0.0) and pair.met  # identical on every prompt: equivalent
     assert by[("precision_matters_more", "fp0.3-fn0.1 vs fp0.1-fn0.3")].met is False
@@ -118,6 +124,7 @@ def test_the_report_states_each_predictions_verdict_and_writes_each_outcome_once
     text = (tmp_path / "reports" / "report.md").read_text()
     assert "Equal J gives equal gain (Rate or Fate): refuted." in text
     assert "(precision matters more): supported.** -0.250" in text
+    assert "| gain, transferred judge [95% CI] |" in text and "No verdict depends on the judge." in text
     assert (tmp_path / "reports" / "gain_vs_j.png").stat().st_size > 0
     outcomes = json.loads((tmp_path / "outcomes.json").read_text())
     keys = {"name", "cell", "a", "b", "metric", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "target", "met",
@@ -126,7 +133,7 @@ def test_the_report_states_each_predictions_verdict_and_writes_each_outcome_once
     family = [entry for entry in outcomes if entry["p_holm"] is not None]  # Holm over the detection targets
     assert family and all(entry["p_holm"] >= entry["p_value"] for entry in family)
     assert all(entry["met_after_holm"] in (None, False) or entry["met"] for entry in outcomes)
-    assert len({(o["name"], o["cell"], o["a"]) for o in outcomes}) == len(outcomes)
+    assert len({(o["name"], o["cell"], o["a"], o["metric"]) for o in outcomes}) == len(outcomes)
 
 
 def test_a_malformed_noise_cell_or_pair_names_the_file_and_key(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ once, as the exploit share, and labelled.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +31,13 @@ from hackable_rl.experiments.cells import CellRoles, cell_roles
 from hackable_rl.experiments.exploits import pattern_column
 from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
 from hackable_rl.report.declared import (
+    TRANSFER,
     CellKey,
     CellStudyReport,
     Outcome,
+    both_judges,
     in_declared_family,
+    judges_note,
     labelled,
     load_cell_conditions,
     outcomes_table,
@@ -63,23 +65,8 @@ def _paired_outcome(name, cell, a_label, b_label, a, b, metric, target, met_rule
     return paired_outcome(name, cell, a_label, b_label, a, b, metric, target, met_rule)[0]
 
 
-TRANSFER = "pass_at_1_transfer"
-"""pass@1 under the transferred judge (docs/metrics.md): reported beside every pass@1 row, secondary."""
-
-
 def _both_judges(name, cell, a_label, b_label, a, b, target, met_rule) -> list[Outcome]:
-    """A pass@1 outcome under the strict judge, and the same comparison under the transferred judge
-    (secondary: outside the Holm family, so the judges' agreement is shown, not tested twice)."""
-    strict = _paired_outcome(name, cell, a_label, b_label, a, b, "pass_at_1", target, met_rule)
-    transferred = _paired_outcome(name, cell, a_label, b_label, a, b, TRANSFER, target, met_rule)
-    return [strict, replace(transferred, secondary=True)]
-
-
-def judge_dependent(outcomes: list[Outcome]) -> list[str]:
-    """`<name> in <cell>, A vs B` for each pass@1 outcome whose verdict differs between the judges."""
-    transferred = {(o.name, o.cell, o.a, o.b): o.met for o in outcomes if o.metric == TRANSFER}
-    return [f"{o.name} in {o.cell}, {o.a} vs {o.b}" for o in outcomes if o.metric == "pass_at_1"
-            and (o.name, o.cell, o.a, o.b) in transferred and transferred[(o.name, o.cell, o.a, o.b)] != o.met]
+    return both_judges(name, cell, a_label, b_label, a, b, target, met_rule)[0]
 
 
 def _base(cells) -> dict[int, Path]:
@@ -184,10 +171,7 @@ def outcomes_markdown(outcomes: list[Outcome], restated: list[CellKey]) -> list[
     """The outcomes as one table (each outcome once; Holm over the declared family), the judges'
     agreement and the restatement note."""
     lines = outcomes_table(outcomes)
-    dependent = judge_dependent(outcomes)
-    lines += ["", "Every pass@1 row stands beside the same comparison under the transferred judge "
-                  f"(`{TRANSFER}`, secondary). " + (f"The verdict depends on the judge in: {'; '.join(dependent)}."
-                                                    if dependent else "No verdict depends on the judge.")]
+    lines += ["", judges_note(outcomes)]
     if restated:
         names = ", ".join(f"{method}@{cell}" for cell, method in restated)
         lines += ["", f"The hacking gap equals the exploit share on every prompt and seed in {names}: there it "

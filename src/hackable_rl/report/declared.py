@@ -131,6 +131,35 @@ def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[
                    p_value=result.p_value), result
 
 
+TRANSFER = "pass_at_1_transfer"
+"""pass@1 under the transferred judge (docs/metrics.md): reported beside every pass@1 row, secondary."""
+
+
+def both_judges(name: str, cell: str, a_label: str, b_label: str, a: Mapping[int, Path], b: Mapping[int, Path],
+                target: str, met_rule: MetRule, margin: float | None = None) -> tuple[list[Outcome], Paired | None]:
+    """A pass@1 outcome under the strict judge and the same comparison under the transferred judge
+    (secondary: outside the Holm family, so the judges' agreement is shown, not tested twice), with
+    the strict comparison."""
+    strict, result = paired_outcome(name, cell, a_label, b_label, a, b, "pass_at_1", target, met_rule, margin)
+    transferred, _ = paired_outcome(name, cell, a_label, b_label, a, b, TRANSFER, target, met_rule, margin)
+    return [strict, replace(transferred, secondary=True)], result
+
+
+def judge_dependent(outcomes: list[Outcome]) -> list[str]:
+    """`<name> in <cell>, A vs B` for each pass@1 outcome whose verdict differs between the judges."""
+    transferred = {(o.name, o.cell, o.a, o.b): o.met for o in outcomes if o.metric == TRANSFER}
+    return [f"{o.name} in {o.cell}, {o.a} vs {o.b}" for o in outcomes if o.metric == "pass_at_1"
+            and (o.name, o.cell, o.a, o.b) in transferred and transferred[(o.name, o.cell, o.a, o.b)] != o.met]
+
+
+def judges_note(outcomes: list[Outcome]) -> str:
+    """The line under an outcomes table that says whether any verdict depends on the judge."""
+    dependent = judge_dependent(outcomes)
+    return (f"Every pass@1 row stands beside the same comparison under the transferred judge (`{TRANSFER}`, "
+            "secondary). " + (f"The verdict depends on the judge in: {'; '.join(dependent)}." if dependent
+                              else "No verdict depends on the judge."))
+
+
 def declared_family(study_file: Path) -> list[str] | None:
     """The study file's declared Holm family (`family`), None where the file does not declare one (then
     every declared outcome is in it)."""

@@ -22,17 +22,19 @@ from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
 from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, interval_label, study_table
 from hackable_rl.report.declared import (
+    TRANSFER,
     CellKey,
     CellStudyReport,
     MetRule,
     Outcome,
+    both_judges,
     declared_family,
     fmt,
     in_declared_family,
+    judges_note,
     labelled,
     load_cell_conditions,
     outcomes_table,
-    paired_outcome,
     with_holm,
     write_outcomes,
 )
@@ -118,29 +120,29 @@ def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign
     for first, second in design.equal_j:
         label = f"{first} vs {second}"
         target = f"equivalent within ±{margin:g} (90% CI inside)" if margin else "equivalent (no margin declared)"
-        outcome, result = paired_outcome(
+        judged, result = both_judges(
             "equal_j_equal_gain", label, f"{reference}@{first}", f"{reference}@{second}", cells.get((first, reference), {}),
-            cells.get((second, reference), {}), PASS, target,
+            cells.get((second, reference), {}), target,
             lambda a, b, p: p.equivalence is not None and p.equivalence.verdict == "equivalent", margin)
-        outcomes.append(outcome)
+        outcomes += judged
         pairs[label] = result
     fp_heavy, fn_heavy = _balance_pair(design)
     if fp_heavy and fn_heavy:
-        outcome, precision = paired_outcome(
+        judged, precision = both_judges(
             "precision_matters_more", f"{fp_heavy} vs {fn_heavy}", f"{reference}@{fp_heavy}", f"{reference}@{fn_heavy}",
-            cells.get((fp_heavy, reference), {}), cells.get((fn_heavy, reference), {}), PASS,
+            cells.get((fp_heavy, reference), {}), cells.get((fn_heavy, reference), {}),
             "false positives hurt more: ci_high < 0", lambda a, b, p: p.below_zero, margin)
-        outcomes.append(outcome)
+        outcomes += judged
     for name, cell in design.cells.items():
         target, rule = _gain_target(cell, margin)
-        outcomes.append(paired_outcome("learning_gain", name, reference, BASE, cells.get((name, reference), {}), base,
-                                       PASS, target, rule)[0])
+        outcomes += both_judges("learning_gain", name, reference, BASE, cells.get((name, reference), {}), base,
+                                target, rule)[0]
     for name in design.cells:
         for method in _treatments(cells, reference):
             if (name, method) in cells:
-                outcomes.append(paired_outcome(f"{method}_vs_{reference}", name, method, reference, cells[(name, method)],
-                                               cells.get((name, reference), {}), PASS, f"above {reference} (ci_low > 0)",
-                                               lambda a, b, p: p.above_zero)[0])
+                outcomes += both_judges(f"{method}_vs_{reference}", name, method, reference, cells[(name, method)],
+                                        cells.get((name, reference), {}), f"above {reference} (ci_low > 0)",
+                                        lambda a, b, p: p.above_zero)[0]
     return SweepOutcomes(outcomes, pairs, precision)
 
 
@@ -180,7 +182,7 @@ def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
             verdicts["equal_j_equal_gain"] = (SUPPORTED, why)
         else:
             verdicts["equal_j_equal_gain"] = (UNDECIDED, why)
-    precision = next((o for o in results.outcomes if o.name == "precision_matters_more"), None)
+    precision = next((o for o in results.outcomes if o.name == "precision_matters_more" and o.metric == PASS), None)
     if precision is not None:
         verdict = _pair_verdict(results.precision)
         if precision.diff is None or precision.ci_low is None:
@@ -200,7 +202,7 @@ def prediction_verdicts(results: SweepOutcomes) -> dict[str, tuple[str, str]]:
 
 def _family_test(results: SweepOutcomes, label: str) -> Outcome | None:
     """The Holm-adjusted outcome, if any, that tests the same pair of cells as the equal-J pair `label`."""
-    return next((o for o in results.outcomes if o.cell == label and o.p_holm is not None), None)
+    return next((o for o in results.outcomes if o.cell == label and o.metric == PASS and o.p_holm is not None), None)
 
 
 def _after_holm(verdict: str, tested: Outcome | None) -> str:
@@ -227,9 +229,10 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     written = write_outcomes(outcomes_path, results.outcomes) if outcomes_path else None
     gains = _gains(cells, design)
     plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
-    lines = [f"# {title}", "", *_overview(table, design, gains, interval_label(study_dir)), "",
+    transferred = {(cell.name, method): result for cell, method, result in _gains(cells, design, TRANSFER)}
+    lines = [f"# {title}", "", *_overview(table, design, gains, transferred, interval_label(study_dir)), "",
              *_prediction_lines(prediction_verdicts(replace(results, outcomes=with_holm(results.outcomes))), results.pairs), "",
-             *outcomes_table(results.outcomes), "",
+             *outcomes_table(results.outcomes), "", judges_note(results.outcomes), "",
              "The hacking gap is not reported: under random noise its expectation is fpr - (fpr + fnr) x accuracy "
              "whatever the policy learnt, so it restates pass@1.", "",
              f"![learning gain against Youden's J, paired 95% CIs]({plot.name})", ""]
@@ -248,32 +251,38 @@ def _treatments(cells: Mapping[CellKey, dict[int, Path]], reference: str) -> lis
     return sorted({method for _, method in cells} - {BASE, reference})
 
 
-def _gains(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign) -> list[Gain]:
+def _gains(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign, metric: str = PASS) -> list[Gain]:
+    """Each trained arm's gain over base in `metric` (pass@1 under the strict or the transferred judge)."""
     base = cells.get((design.reference, BASE), {})
     gains = []
     reference = reference_method()
     for name, cell in design.cells.items():
         for method in (reference, *_treatments(cells, reference)):
             if (name, method) in cells and base:
-                gains.append((cell, method, paired(cells[(name, method)], base, PASS)))
+                gains.append((cell, method, paired(cells[(name, method)], base, metric)))
     return gains
 
 
-def _overview(table, design: SweepDesign, gains: list[Gain], interval: str) -> list[str]:
+def _overview(table, design: SweepDesign, gains: list[Gain], transferred: Mapping[tuple[str, str], Paired | None],
+              interval: str) -> list[str]:
     ok = table[table["status"] == "ok"]
     base = ok[ok["method"] == BASE]["pass_at_1"]
     lines = [f"{len(table)} conditions, {len(table) - len(ok)} failed. Test split, pass@1 judged by the independent "
              f"judge; base (the warm-started policy, no RL): {fmt(base.mean() if len(base) else None)} over "
-             f"{len(base)} seeds. Gain: pass@1 minus base's, paired by prompt and seed ({interval}).", "",
-             "| cell | fpr | fnr | J | method | seeds | pass@1 | gain over base [95% CI] |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"{len(base)} seeds. Gain: pass@1 minus base's, paired by prompt and seed ({interval}); under the "
+             "strict judge and the transferred one (docs/metrics.md).", "",
+             "| cell | fpr | fnr | J | method | seeds | pass@1 | gain over base [95% CI] | "
+             "gain, transferred judge [95% CI] |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for cell, method, result in sorted(gains, key=lambda g: (-g[0].youden, g[0].fnr, g[1])):
         rows = ok[(ok["cell"] == cell.name) & (ok["method"] == method)]
         role = " (clean reference)" if cell.name == design.reference else (
             " (random-reward control)" if cell.name == design.random_control else "")
         gain = "-" if result is None else result.describe()
+        other = transferred.get((cell.name, method))
+        gain_transferred = "-" if other is None else other.describe()
         lines.append(f"| {cell.name}{role} | {cell.fpr:g} | {cell.fnr:g} | {cell.youden:g} | {method} | {len(rows)} | "
-                     f"{fmt(rows['pass_at_1'].mean() if len(rows) else None)} | {gain} |")
+                     f"{fmt(rows['pass_at_1'].mean() if len(rows) else None)} | {gain} | {gain_transferred} |")
     failed = table[table["status"] != "ok"]
     lines += [f"- failed: {row['name']}: {row['error']}" for _, row in failed.iterrows()]
     return lines
