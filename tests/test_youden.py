@@ -171,3 +171,25 @@ def test_a_prediction_resting_on_a_difference_that_does_not_survive_holm_is_not_
     survives = Outcome(name="precision_matters_more", target="ci_high < 0", p_holm=0.01, met_after_holm=True, **edge)
     verdicts = prediction_verdicts(SweepOutcomes([survives], {label: raw_difference}, None))
     assert verdicts["precision_matters_more"][0] == "supported" and verdicts["equal_j_equal_gain"][0] == "refuted"
+
+
+def test_the_random_reward_controls_no_gain_claim_is_tested_against_the_margin_not_against_0() -> None:
+    """A J = 0 cell that loses clearly meets "no gain (ci_high <= 0.02)"; its p-value is the one-sided
+    test of gain < 0.02, small, not the two-sided test against 0, which a loss would make small too and
+    a gain of exactly 0 would make 1 (so Holm could never confirm "no gain" on a cell with none)."""
+    from hackable_rl.report.declared import Outcome
+    from hackable_rl.report.youden import _tested_against
+
+    def control(per_replicate):
+        values = np.asarray(per_replicate)
+        return Outcome(name="learning_gain", cell="fp0.5-fn0.5", a="baseline", b="base", metric="pass_at_1",
+                       mean_a=0.5, mean_b=0.5, diff=float(values.mean()), ci_low=None, ci_high=None,
+                       target="no gain", met=True, n_replicates=len(values), per_replicate=tuple(per_replicate),
+                       p_value=0.5)
+
+    flat = _tested_against(control([0.001, -0.002, 0.0005, -0.001, 0.0015]), 0.02)
+    assert flat.p_value < 1e-4  # a gain of about 0 is far below the margin
+    loss = _tested_against(control([-0.13, -0.05, -0.25, -0.02, -0.2]), 0.02)
+    assert loss.p_value < 0.05
+    gain = _tested_against(control([0.05, 0.06, 0.04, 0.07, 0.05]), 0.02)
+    assert gain.p_value > 0.95  # above the margin: "no gain" fails

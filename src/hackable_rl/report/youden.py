@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+from scipy import stats as scipy_stats
+
 from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
 from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, interval_label, study_table
@@ -47,6 +50,7 @@ __all__ = ["SweepDesign", "is_j_sweep", "read_design", "SweepOutcomes", "sweep_o
 BASE = "base"
 PASS = "pass_at_1"
 SUPPORTED, REFUTED, UNDECIDED = "supported", "refuted", "not distinguishable"
+NO_GAIN = "no gain"
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ def _gain_target(cell: NoiseCell, margin: float | None) -> tuple[str, MetRule]:
         return "gain above 0 (ci_low > 0)", lambda a, b, p: p.above_zero
     if cell.youden == 0:
         bound = margin or 0.0
-        return f"no gain (ci_high <= {bound:g})", lambda a, b, p: p.ci_high <= bound
+        return f"{NO_GAIN} (ci_high <= {bound:g}; p: one-sided, gain < {bound:g})", lambda a, b, p: p.ci_high <= bound
     return "below base (ci_high < 0)", lambda a, b, p: p.below_zero
 
 
@@ -135,8 +139,9 @@ def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign
         outcomes += judged
     for name, cell in design.cells.items():
         target, rule = _gain_target(cell, margin)
-        outcomes += both_judges("learning_gain", name, reference, BASE, cells.get((name, reference), {}), base,
-                                target, rule)[0]
+        judged = both_judges("learning_gain", name, reference, BASE, cells.get((name, reference), {}), base,
+                             target, rule)[0]
+        outcomes += [_tested_against(o, margin or 0.0) if cell.youden == 0 else o for o in judged]
     for name in design.cells:
         for method in _treatments(cells, reference):
             if (name, method) in cells:
@@ -144,6 +149,19 @@ def sweep_outcomes(cells: Mapping[CellKey, dict[int, Path]], design: SweepDesign
                                         cells.get((name, reference), {}), f"above {reference} (ci_low > 0)",
                                         lambda a, b, p: p.above_zero)[0]
     return SweepOutcomes(outcomes, pairs, precision)
+
+
+def _tested_against(outcome: Outcome, bound: float) -> Outcome:
+    """The J = 0 outcome with the p-value of its own claim, "no gain": the one-sided t-test over the
+    replicates of gain >= bound against gain < bound, the test its target's ci_high <= bound makes.
+    (The test against 0 asks whether the cell differs from base, which "no gain" does not claim:
+    a loss would count against it under Holm.)"""
+    if outcome.per_replicate is None or len(outcome.per_replicate) < 2:
+        return outcome
+    values = np.asarray(outcome.per_replicate, dtype=float)
+    if values.std(ddof=1) == 0.0:
+        return replace(outcome, p_value=0.0 if values[0] < bound else 1.0)
+    return replace(outcome, p_value=float(scipy_stats.ttest_1samp(values, bound, alternative="less").pvalue))
 
 
 def _balance_pair(design: SweepDesign) -> tuple[str | None, str | None]:
