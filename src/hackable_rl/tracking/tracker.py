@@ -8,7 +8,6 @@ branches on whether tracking is on: when it is off the tracker only writes the l
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import math
@@ -21,6 +20,7 @@ from typing import Any
 
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl
+from hackable_rl.tracking import system_metrics
 from hackable_rl.tracking.store import (
     artifact_root,
     is_reachable,
@@ -233,39 +233,22 @@ class Tracker:
         return delivered
 
     def start_system_metrics(self, resumed: bool) -> None:
-        """MLflow's sampler of CPU, memory, disk and network use (`system/*`, every 10 s, and once
-        more as the run ends) while the run lasts, when psutil is installed. It logs live, not at checkpoints: after a resume its points
-        continue from the last step it logged, and nothing of it is in the event log."""
-        if not self.online or importlib.util.find_spec("psutil") is None:
-            return
+        """System metrics while the run lasts (`tracking.system_metrics`), when psutil is installed."""
 
         def start() -> None:
-            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+            self._system_metrics = system_metrics.start_sampler(self.run_id, self.uri, resumed)
 
-            logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # no start/stop lines
-            monitor = SystemMetricsMonitor(self.run_id, resume_logging=resumed, tracking_uri=self.uri)
-            monitor.start()
-            self._system_metrics = monitor
-
-        self._send("start_system_metrics", start)
+        if self.online and system_metrics.available():
+            self._send("start_system_metrics", start)
 
     def end(self, status: str = "FINISHED") -> None:
         """Ends the run with `status`; a tracker that does not own its run leaves it as it was."""
         if self._system_metrics is not None:
             monitor, self._system_metrics = self._system_metrics, None
-            monitor.finish()
-            self._send("system_metrics", lambda: _publish_last_sample(monitor))
+            monitor.finish()  # stopped even offline: its thread must not outlive the run
+            self._send("system_metrics", lambda: system_metrics.log_last_sample(monitor))
         if self.owns_run:
             self._send("end", lambda: self.client.set_terminated(self.run_id, status))
-
-
-def _publish_last_sample(monitor: Any) -> None:
-    """One sample taken as the run ends, logged after the sampler's own: MLflow's sampler publishes
-    every 10 s and drops the window it is in when stopped, so a run shorter than that would otherwise
-    show no system metrics at all."""
-    monitor.collect_metrics()
-    monitor.publish_metrics(monitor.aggregate_metrics())
-    monitor.mlflow_logger.flush()
 
 
 def _param_text(value: Any) -> str:
