@@ -5,6 +5,7 @@ absolute paths in version descriptions."""
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,32 @@ def test_a_policy_inside_the_working_directory_is_named_by_a_relative_path(tmp_p
     assert _shown(f"tiny:{tmp_path / 'cache/models/tiny'}") == "tiny:cache/models/tiny"
     assert _shown("hf:HuggingFaceTB/SmolLM2-135M@abc") == "hf:HuggingFaceTB/SmolLM2-135M@abc"
     assert _shown("tiny:/elsewhere/model") == "tiny:/elsewhere/model"
+
+
+class _RivalWritesTheViewFirst:
+    """A client whose first experiment-tag write loses a race: a run started beside it inserted the
+    same tag just before, and the store refuses the second insert (PostgreSQL's unique key)."""
+
+    def __init__(self, client: MlflowClient):
+        self._client, self.refused = client, 0
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def set_experiment_tag(self, experiment_id, key, value):
+        if not self.refused:
+            self._client.set_experiment_tag(experiment_id, key, value)
+            self.refused += 1
+            raise MlflowException("duplicate key value violates unique constraint experiment_tags_pkey")
+        self._client.set_experiment_tag(experiment_id, key, value)
+
+
+def test_a_runs_view_written_by_a_run_started_beside_this_one_is_not_an_error(tmp_path):
+    from hackable_rl.tracking.views import _VIEW_TAG, runs_view_state, set_runs_view
+
+    client = _client(tmp_path)
+    experiment = client.create_experiment("t", artifact_location=(tmp_path / "artifacts").as_uri())
+    racing = _RivalWritesTheViewFirst(client)
+    set_runs_view(racing, experiment)
+    assert racing.refused == 1
+    assert json.loads(client.get_experiment(experiment).tags[_VIEW_TAG]) == runs_view_state()

@@ -52,8 +52,19 @@ def runs_view_state() -> dict[str, Any]:
 
 
 def set_runs_view(client: Any, experiment_id: str) -> None:
-    """Writes (or rewrites) the experiment's runs view, so a changed column list reaches old stores."""
-    client.set_experiment_tag(experiment_id, _VIEW_TAG, json.dumps(runs_view_state()))
+    """Writes (or rewrites) the experiment's runs view, so a changed column list reaches old stores.
+
+    Two runs that start at once against a new experiment both write it, and the store can refuse the
+    second insert of the same tag (PostgreSQL's unique key): a view another run wrote is the same
+    view, and otherwise the write is tried once more, now as an update."""
+    from mlflow.exceptions import MlflowException
+
+    view = json.dumps(runs_view_state())
+    try:
+        client.set_experiment_tag(experiment_id, _VIEW_TAG, view)
+    except MlflowException:
+        if client.get_experiment(experiment_id).tags.get(_VIEW_TAG) != view:
+            client.set_experiment_tag(experiment_id, _VIEW_TAG, view)
 
 
 def runs_view_query() -> str:
