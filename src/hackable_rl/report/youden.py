@@ -156,7 +156,7 @@ def _tested_against(outcome: Outcome, bound: float) -> Outcome:
     replicates of gain >= bound against gain < bound, the test its target's ci_high <= bound makes.
     (The test against 0 asks whether the cell differs from base, which "no gain" does not claim:
     a loss would count against it under Holm.)"""
-    if outcome.per_replicate is None or len(outcome.per_replicate) < 2:
+    if len(outcome.per_replicate) < 2:
         return outcome
     values = np.asarray(outcome.per_replicate, dtype=float)
     if values.std(ddof=1) == 0.0:

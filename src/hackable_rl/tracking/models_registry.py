@@ -95,7 +95,7 @@ def move_best_alias(client: Any, name: str, condition: str | None) -> None:
     alias = best_alias(condition)
     for _ in range(_ALIAS_ATTEMPTS):
         best = _best_evaluated(client, name, condition)
-        if best is None or _alias_target(client, name, alias) == str(best):
+        if best is None or _alias_target(client, name, alias) == best:
             return
         try:
             client.set_registered_model_alias(name, alias, best)
