@@ -13,8 +13,8 @@
 #   bash benchmarks/equal_results.sh [SEEDS]    # default 0,1,2,3; after the sweep's reference@<seed>
 #
 # Two conditions at a time, one thread each. Writes benchmarks/equal_results/unshared-s<seed>/
-# (condition.json, prompts.jsonl) and benchmarks/equal_results/compare.json; about 7 minutes per
-# pair of seeds on a 2-core AMD EPYC.
+# (condition.json, prompts.jsonl) and benchmarks/equal_results/compare.json; roughly 7 minutes per
+# pair of seeds on a 2-core AMD EPYC with avx512f (seen beside other work, not a clean timing).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export PATH="$root/.venv/bin:$PATH"
