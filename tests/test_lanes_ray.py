@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -51,10 +52,13 @@ def _env() -> dict[str, str]:
     return env
 
 
+_TOKEN = uuid.uuid4().hex  # this module's cluster's own: ~/.ray/auth_token may not exist, and is not the tests' to write
+
+
 def _head_env() -> dict[str, str]:
-    """`ray start` turns on Ray's token authentication (Ray 2.60); its clients then need this, and
-    find the token it wrote to ~/.ray/auth_token."""
-    return _env() | {"RAY_AUTH_MODE": "token"}
+    """`ray start` turns on Ray's token authentication (Ray 2.60) and refuses to start without a
+    token; the head, its workers and its clients read this one from the environment."""
+    return _env() | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": _TOKEN}
 
 
 def _run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -121,7 +125,9 @@ def ray_head(tmp_path_factory):
         _wait_for_head(head, address, log.name)
         yield address
     finally:  # SIGTERM to `ray start --block` stops what it started; what is left after 30 s is killed
-        processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
+        processes = []
+        with contextlib.suppress(psutil.NoSuchProcess):  # a head that failed to start has nothing left
+            processes = [psutil.Process(head.pid), *psutil.Process(head.pid).children(recursive=True)]
         head.terminate()
         _, alive = psutil.wait_procs(processes, timeout=30)
         for process in alive:

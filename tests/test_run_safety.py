@@ -10,7 +10,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -71,6 +73,51 @@ def test_a_second_writer_exits_2_naming_the_first_and_a_killed_one_holds_nothing
     assert (run_dir / "run.json").read_bytes() == before  # the refused writer wrote nothing
     with run_lock(run_dir):  # kill -9 released it
         assert (run_dir / ".writer.lock").read_text().strip() == str(os.getpid())
+
+
+@pytest.fixture
+def locked_before_its_pid(tmp_path) -> Iterator[Path]:
+    """A run folder whose lock is taken the way a holder takes it, before it has written its PID: the
+    file still names a killed earlier holder (a process that has ended)."""
+    import fcntl
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    killed = subprocess.Popen([sys.executable, "-c", "pass"])
+    killed.wait()
+    (run_dir / ".writer.lock").write_text(f"{killed.pid}\n")
+    with open(run_dir / ".writer.lock", "a+", encoding="utf-8") as handle:  # closing it releases the lock
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield run_dir
+
+
+def test_a_refused_writer_names_the_holder_not_the_killed_process_whose_pid_the_file_still_holds(
+        locked_before_its_pid):
+    run_dir = locked_before_its_pid
+    writes_its_pid = threading.Timer(0.3, lambda: (run_dir / ".writer.lock").write_text(f"{os.getpid()}\n"))
+    writes_its_pid.start()
+    try:
+        with pytest.raises(UserError, match=rf"another process \(PID {os.getpid()}\) is writing this run"):
+            with run_lock(run_dir):
+                pass
+    finally:
+        writes_its_pid.join()
+
+
+def test_a_holder_that_never_writes_its_pid_is_named_unknown(locked_before_its_pid, monkeypatch):
+    monkeypatch.setattr("hackable_rl.core.run_lock.HOLDER_WAIT_S", 0.2)
+    with pytest.raises(UserError, match=r"another process \(PID unknown\)"):
+        with run_lock(locked_before_its_pid):
+            pass
+
+
+def test_a_writer_that_lets_go_of_the_lock_leaves_no_pid_behind(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        with run_lock(run_dir):
+            assert (run_dir / ".writer.lock").read_text() == f"{os.getpid()}\n"
+            raise RuntimeError("the body failed")
+    assert (run_dir / ".writer.lock").read_text() == ""  # a live process that no longer holds it is never named
 
 
 def test_overwrite_keeps_the_lock_file_that_keeps_a_second_writer_out(tmp_path):
@@ -174,6 +221,22 @@ def test_mlflow_forgets_the_abandoned_steps_but_not_its_system_metrics(tmp_path)
     assert [m.step for m in client.get_metric_history(run_id, "system/cpu")] == [1, 2, 3, 4]
     abandoned = {v.tags["step"]: v.tags.get("abandoned") for v in client.search_model_versions(f"run_id = '{run_id}'")}
     assert abandoned == {"2": None, "4": "resumed from step 2"}  # kept, and marked
+
+
+def test_mlflow_forgets_points_the_event_log_never_named(tmp_path):
+    """A kill between MLflow's receipt of step 3's points and their event: the event log names steps
+    1-2 only, yet the resumed run trains step 3 again, so the held point goes (the CI failure
+    [1, 2, 3, 3, 4] of the kill-and-resume test)."""
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = client.create_run(client.create_experiment("rewind")).info.run_id
+    for step in (1, 2, 3):
+        client.log_metric(run_id, "judge/correctness", step / 10, step=step)
+    events = [{"event": "metrics", "step": step, "delivered": True} for step in (1, 2)]
+    tracker = Tracker(client, run_id, None, f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    forget_steps_after(tracker, events, 2)
+
+    assert [m.step for m in client.get_metric_history(run_id, "judge/correctness")] == [1, 2]
 
 
 def _records(run_dir: Path) -> list[int]:

@@ -78,6 +78,46 @@ def test_every_steps_records_are_rows_of_a_block_table_and_a_resume_sends_none_t
     assert resumed._pending_tables == []
 
 
+def test_a_resume_after_a_kill_between_delivery_and_event_sends_no_point_twice(tmp_path):
+    """A kill after MLflow received step 1's points and before their event reached the event log; the
+    run resumes from checkpoint 2. Its first send leaves out step 1 (recorded as delivered), sends
+    step 2, and sends step 3, trained again after the resume, even where MLflow holds an older point
+    of it (a tracking server keeps the points of abandoned steps: `tracking.rewind`)."""
+    from hackable_rl.training.callback import RunCallback, RunContext
+    from hackable_rl.training.recorder import GenerationRecorder
+
+    client, _, run_id = _store(tmp_path)
+    run_dir = tmp_path / "run"
+    recorder = GenerationRecorder(run_dir)
+    for step in (1, 2):
+        recorder.append_metrics(step, {"judge/correctness": step / 4, "reward/mean": step / 2})
+    client.log_metric(run_id, "judge/correctness", 0.25, step=1)  # delivered; the kill took the event
+    client.log_metric(run_id, "reward/mean", 0.5, step=1)
+    client.log_metric(run_id, "judge/correctness", 0.0, step=3)  # the abandoned step 3's point
+    tracker = Tracker(client, run_id, run_dir / EVENT_LOG_NAME, "sqlite")
+    context = RunContext(
+        run_dir=run_dir, recorder=recorder, tracker=tracker, tokenizer=None, permanent_steps=set(),
+        config_hash="h", base_model="tiny", registered_model_name="m", version_tags={}, log_tables=False,
+        describe_version=str,
+    )
+    resumed = RunCallback(context)
+    resumed.catch_up([], 2)
+    assert [step for step, _ in resumed._pending_metrics] == [1, 2]
+    trained_again = {"judge/correctness": 0.75, "reward/mean": 1.5}
+    recorder.append_metrics(3, trained_again)
+    resumed._pending_metrics.append((3, trained_again))
+    resumed.flush_to_tracker()
+
+    judged = [(m.step, m.value) for m in client.get_metric_history(run_id, "judge/correctness")]
+    assert sorted(judged) == [(1, 0.25), (2, 0.5), (3, 0.0), (3, 0.75)]
+    assert sorted(m.step for m in client.get_metric_history(run_id, "reward/mean")) == [1, 2, 3]
+    events = read_jsonl(run_dir / EVENT_LOG_NAME)
+    assert [(e["step"], e["delivered"]) for e in events if e["event"] == "metrics"] == [(1, True), (2, True), (3, True)]
+
+    resumed.catch_up(events, 3)  # a second resume: every point is in the event log now
+    assert resumed._pending_metrics == []
+
+
 def test_a_resume_sends_only_the_checkpoints_no_event_carried_old_register_events_included(tmp_path):
     """On resume, a permanent checkpoint goes to MLflow unless an event already carried it: a
     `checkpoint` event, or the `register` event of event logs from when training registered its

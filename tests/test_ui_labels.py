@@ -147,11 +147,10 @@ class _RivalWritesTheViewFirst:
         return getattr(self._client, name)
 
     def set_experiment_tag(self, experiment_id, key, value):
+        self._client.set_experiment_tag(experiment_id, key, value)
         if not self.refused:
-            self._client.set_experiment_tag(experiment_id, key, value)
             self.refused += 1
             raise MlflowException("duplicate key value violates unique constraint experiment_tags_pkey")
-        self._client.set_experiment_tag(experiment_id, key, value)
 
 
 def test_a_runs_view_written_by_a_run_started_beside_this_one_is_not_an_error(tmp_path):

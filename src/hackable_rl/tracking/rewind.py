@@ -5,10 +5,15 @@ callback sends metrics at checkpoints), so its resume duplicates nothing. A run 
 checkpoint is corrupt resumes from the one before it: MLflow then already holds the points of the
 steps in between, which the resumed process trains and logs again. MLflow has no call that deletes
 a metric point, so for a database store (SQLite, PostgreSQL, MySQL: the client opens it directly)
-the points are deleted in the store's own tables; a tracking server cannot be asked to, and a
+every point after K is deleted in the store's own tables, whether or not the event log names it; a tracking server cannot be asked to, and a
 warning names the steps MLflow will show twice. Registered versions of abandoned permanent
 checkpoints (an evaluation registered them) are tagged `abandoned` and kept. MLflow's own system
 metrics (`system/*`) count steps of their own and are left alone.
+
+The other way round: a kill between MLflow's receipt of a step's points and their event in the
+event log leaves the resumed run thinking they were never sent. The first send after a resume from
+checkpoint K therefore asks MLflow which points of steps up to K (not trained again) it already
+holds (`points_mlflow_lacks`) and sends only the rest, so none of them is drawn twice on any store.
 """
 
 from __future__ import annotations
@@ -29,20 +34,44 @@ def sent_after(events: list[dict[str, Any]], step: int) -> list[int]:
                    and e.get("step") is not None and e["step"] > step})
 
 
+Point = tuple[int, dict[str, Any]]  # (step, {MLflow key: value})
+
+
+def points_mlflow_lacks(tracker: Any, points: list[Point]) -> list[Point]:
+    """`points` less the (step, key) pairs MLflow already holds; the held ones are recorded in the
+    event log as delivered. Offline, or with MLflow unreachable, `points` unchanged."""
+    if not tracker.online or not points:
+        return points
+    held = {key: tracker.metric_steps(key) for key in sorted({key for _, row in points for key in row})}
+    lacking = []
+    for step, row in points:
+        already = {key: value for key, value in row.items() if step in held[key]}
+        if already:
+            tracker.log_metrics(already, step=step, held=True)
+        if missing := {key: value for key, value in row.items() if key not in already}:
+            lacking.append((step, missing))
+    return lacking
+
+
 def forget_steps_after(tracker: Any, events: list[dict[str, Any]], step: int) -> None:
     """Removes from the tracker's MLflow run what the event log says it received for steps after
     `step` (metric points; registered versions of later checkpoints get the tag `abandoned`)."""
+    if not tracker.online:
+        return
     steps = sent_after(events, step)
-    if not tracker.online or not steps:
-        return
-    tag_abandoned_versions(tracker.client, tracker.run_id, step)
     if not tracker.uri.startswith(_DATABASE_SCHEMES):
-        log.warning("MLflow at %s already holds metrics of steps %s, after the resume point %d; a tracking "
-                    "server cannot delete metric points, so its charts show those steps twice",
-                    tracker.shown_uri, steps, step)
+        if steps:
+            tag_abandoned_versions(tracker.client, tracker.run_id, step)
+            log.warning("MLflow at %s already holds metrics of steps %s, after the resume point %d; a tracking "
+                        "server cannot delete metric points, so its charts show those steps twice",
+                        tracker.shown_uri, steps, step)
         return
+    # A database store is asked, not the event log: a kill between MLflow's receipt of a step's points
+    # and their event leaves points the event log does not name.
+    tag_abandoned_versions(tracker.client, tracker.run_id, step)
     deleted = _delete_points_after(tracker.client, tracker.run_id, step)
-    log.info("MLflow run %s: deleted %d metric points of the abandoned steps %s", tracker.run_id, deleted, steps)
+    if deleted:
+        log.info("MLflow run %s: deleted %d metric points of the abandoned steps after %d", tracker.run_id, deleted, step)
 
 
 def _delete_points_after(client: Any, run_id: str, step: int) -> int:

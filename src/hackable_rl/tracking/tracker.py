@@ -126,10 +126,12 @@ class Tracker:
         self._record({"event": "params", "data": {p.key: p.value for p in items}}, delivered)
 
     def log_metrics(
-        self, metrics: Mapping[str, Any], step: int | None = None, timestamp_ms: int | None = None
+        self, metrics: Mapping[str, Any], step: int | None = None, timestamp_ms: int | None = None, held: bool = False
     ) -> None:
         """`timestamp_ms` (default: now) is when the values were logged; `sync` passes the original
-        one, so replayed points keep the time they were logged at, not the time of the upload."""
+        one, so replayed points keep the time they were logged at, not the time of the upload.
+        `held`: MLflow already holds these points (`tracking.rewind.points_mlflow_lacks`): recorded as
+        delivered, not sent again."""
         from mlflow.entities import Metric
 
         finite = _finite_metrics(metrics)
@@ -137,8 +139,15 @@ class Tracker:
             return
         stamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         items = [Metric(key, value, stamp, step or 0) for key, value in finite.items()]
-        delivered = self._send("log_metrics", lambda: _log_batch(self.client, self.run_id, metrics=items))
+        delivered = held or self._send("log_metrics", lambda: _log_batch(self.client, self.run_id, metrics=items))
         self._record({"event": "metrics", "step": step, "data": finite, "timestamp_ms": stamp}, delivered)
+
+    def metric_steps(self, key: str) -> set[int]:
+        """The steps at which MLflow holds points of `key` (none when offline or unreachable)."""
+        steps: set[int] = set()
+        read = lambda: steps.update(m.step for m in self.client.get_metric_history(self.run_id, key))  # noqa: E731
+        self._send("get_metric_history", read)
+        return steps
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag

@@ -28,13 +28,14 @@ from transformers import TrainerCallback
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
 from hackable_rl.tracking import Tracker
+from hackable_rl.tracking.rewind import points_mlflow_lacks
 from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.tracking.traces import step_trace_name
 from hackable_rl.tracking.versions import CHECKPOINT_EVENTS, CheckpointVersion, checkpoint_artifact
 from hackable_rl.tracking.views import chart_names
 from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
-from hackable_rl.training.constant_series import ConstantSeries, constant_tags, released_in
+from hackable_rl.training.constant_series import ConstantSeries, Point, constant_tags, released_in
 from hackable_rl.training.recorder import GenerationRecorder, step_file
 from hackable_rl.training.signals import StepSignals, step_signals
 from hackable_rl.training.step_metrics import step_metrics
@@ -69,6 +70,7 @@ class RunCallback(TrainerCallback):
         self._pending_metrics: list[tuple[int, dict[str, Any]]] = []
         self._pending_tables: list[int] = []
         self._pending_permanent: list[tuple[int, Path]] = []
+        self._resumed_at: int | None = None  # the step `catch_up` resumed from, until the first send after it
         self.summary: dict[str, Any] = {}
         self.last_row: dict[str, Any] = {}  # the metrics row of the step logged last (console progress reads it)
         self.alarm = OnsetAlarm(run.alarm)
@@ -154,6 +156,7 @@ class RunCallback(TrainerCallback):
         (a kill between writing a checkpoint and flushing it to MLflow); `events` is the run's event log.
         The alarm gets back its history up to `step`."""
         self._rewind_alarm(step)
+        self._resumed_at = step
         self.constant_series.released |= released_in(events)
         sent_steps = {e["step"] for e in events if e["event"] == "metrics" and e.get("step") is not None}
         sent_tables = _tabled_step_files(events)
@@ -185,8 +188,12 @@ class RunCallback(TrainerCallback):
         registered only once evaluated) to MLflow."""
         tracker = self.run.tracker
         history = self.run.recorder.metrics_rows() if self._pending_metrics else []
-        for step, row in self.constant_series.points_to_send(self._pending_metrics, history):
-            tracker.log_metrics(chart_names(row), step=step)
+        points = self.constant_series.points_to_send(self._pending_metrics, history)
+        points = [(step, chart_names(row)) for step, row in points]
+        if self._resumed_at is not None:  # a kill may have cut the events of points MLflow received
+            points = self._without_held(points)
+        for step, row in points:
+            tracker.log_metrics(row, step=step)
         if self.run.log_tables:
             for first, last in sorted({block_bounds(step) for step in self._pending_tables}):
                 files = _block_files(self.run.recorder.generations_dir, first, last)
@@ -195,6 +202,15 @@ class RunCallback(TrainerCallback):
         for step, path in self._pending_permanent:
             tracker.log_checkpoint(path, checkpoint_artifact(step), self._version(step))
         self._pending_metrics, self._pending_tables, self._pending_permanent = [], [], []
+
+    def _without_held(self, points: list[Point]) -> list[Point]:
+        """The first send after a resume from step K: of the points of steps up to K (which the resumed
+        run did not train again), those MLflow already holds stay out (`tracking.rewind`); steps after
+        K are new values and always go."""
+        caught_up = [(step, row) for step, row in points if step <= self._resumed_at]
+        trained = [(step, row) for step, row in points if step > self._resumed_at]
+        self._resumed_at = None
+        return points_mlflow_lacks(self.run.tracker, caught_up) + trained
 
     def _version(self, step: int) -> CheckpointVersion:
         """The registry version the checkpoint at `step` becomes once evaluated."""
