@@ -87,7 +87,9 @@ def test_the_payoff_stage_finds_the_blind_spot_identities_and_the_identical_arm_
      "seeds: 3 replicates, but the primary outcomes are declared with 5 (primary_replicates)"),
     (lambda text: text.replace("family: [positive_control_exploit_share, mitigation_by_k]", "family: [onset_alarm]"),
      "family: onset_alarm not among primary_outcomes"),
-    (lambda text: text + "primary_replicates: 3\n", "primary_replicates: got 3 (int); expected greater than or equal to 5"),
+    (lambda text: text + "primary_replicates: 3\n",
+     "primary_replicates: 3 is below the spec's 5; declare why in small_n_reason, or run 5"),
+    (lambda text: text + "primary_replicates: 1\nsmall_n_reason: budget\n", "primary_replicates: got 1 (int); expected greater than or equal to 2"),
 ])
 def test_validate_refuses_a_study_without_its_declarations_in_one_line(project, fresh_logging, change, field) -> None:
     (project / "study.yaml").write_text(change(BLIND_SPOTS))
@@ -97,11 +99,18 @@ def test_validate_refuses_a_study_without_its_declarations_in_one_line(project, 
     assert lines == [f"error: study.yaml: {field}"], result.output
 
 
+def test_a_small_n_is_accepted_with_its_reason(project, fresh_logging) -> None:
+    (project / "study.yaml").write_text(BLIND_SPOTS.replace("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2]")
+                                        + "primary_replicates: 3\nsmall_n_reason: the budget holds 3\n")
+    result = CliRunner().invoke(app, ["validate", "--study", "study.yaml"])
+    assert result.exit_code == 0, result.output
+
+
 def test_validate_accepts_a_declared_study(project, fresh_logging) -> None:
     (project / "study.yaml").write_text(BLIND_SPOTS)
     result = CliRunner().invoke(app, ["validate", "--study", "study.yaml"])
     assert result.exit_code == 0, result.output
-    assert "study.yaml: valid (9 trained arms, 5 replicates" in result.output
+    assert "study.yaml: valid (10 trained arms, 5 replicates" in result.output
 
 
 def test_holm_runs_over_the_declared_family_only(tmp_path) -> None:

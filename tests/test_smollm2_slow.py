@@ -81,3 +81,51 @@ def test_smollm2_full_fine_tuning_step(tmp_path):
     saved = result.run_dir / "checkpoints" / "permanent" / "step-1"
     assert (saved / "model.safetensors").exists()
     assert "quantization_config" not in json.loads((saved / "config.json").read_text())
+
+
+SMOKE = ["torch_threads=2", "data.train_size=16", "data.validation_size=4", "data.test_size=4", "data.sft_size=16",
+         "warmstart.steps=2", "warmstart.batch_size=4", "warmstart.warmup_steps=1", "warmstart.eval_size=2",
+         "capability.prompts=2", "capability.k=2", "capability.force=true", "generation.max_new_tokens=16",
+         "trainer.max_steps=2", "trainer.per_device_train_batch_size=4", "trainer.num_generations=2",
+         "trainer.save_steps=2", "evaluation.max_prompts=2", "evaluation.n=2", "evaluation.k=[1,2]",
+         "tracking.enabled=false", "report.outcomes=outcomes.json"]
+
+
+def test_the_real_model_study_pipeline_stages_at_smoke_settings(tmp_path):
+    """pipelines/smollm2_study's stages, each as its dvc.yaml calls it, on SmolLM2 at smoke settings:
+    the warm start from the GGUF, base, the three trained cells and the report."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    folder = Path(__file__).resolve().parents[1] / "pipelines" / "smollm2_study"
+    for name in ("params.yaml", "study.yaml"):
+        shutil.copy(folder / name, tmp_path / name)
+    study = yaml.safe_load((tmp_path / "study.yaml").read_text())
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2}))
+    smoke = [part for setting in SMOKE for part in ("--set", setting)]
+
+    def run(*args: str) -> None:
+        result = subprocess.run([sys.executable, "-m", "hackable_rl", *args, *smoke], cwd=tmp_path,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+
+    run("prepare", "--config", "params.yaml")
+    run("warmstart", "--config", "params.yaml", "--set", "seed=0", "--metrics-dir", "metrics/warmstart/s0")
+    assert (tmp_path / "cache" / "models" / "smollm2-135m-instruct-w0" / "model.safetensors").exists()
+    for seed in (0, 1):  # both replicates on warm start 0: the stages, not the replicates, are under test
+        common = ["--config", "params.yaml", "--study", "study.yaml", "--set", f"seed={seed}", "--set", "warmstart.seed=0"]
+        run("condition", "--method", "base", "--cell", "blind", *common, "--out", f"results/blind/base-s{seed}")
+        run("condition", "--method", "baseline", "--cell", "clean", *common,
+            "--out", f"results/reference/baseline-clean-s{seed}")
+        for cell in ("flip0.4", "blind"):
+            run("condition", "--method", "baseline", "--cell", cell, *common, "--out", f"results/{cell}/baseline-s{seed}")
+    run("report", "--study", "results", "--config", "params.yaml", "--out", "reports")
+    outcomes = json.loads((tmp_path / "outcomes.json").read_text())
+    assert [o["name"] for o in outcomes if not o["secondary"]] == ["clean_gain", "flip_cost", "pattern_share_rises",
+                                                                    "blind_pass_at_1_falls"]
+    conditions = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("condition.json")]
+    assert len(conditions) == 8 and all(c["status"] == "ok" for c in conditions), [c.get("error") for c in conditions]

@@ -60,7 +60,8 @@ def test_every_study_file_declares_its_replicates_and_family() -> None:
 
     for path in PIPELINES:
         if (path.parent / "study.yaml").exists():
-            assert len(load_study_declaration(path.parent / "study.yaml").seeds) >= 5, path
+            declared = load_study_declaration(path.parent / "study.yaml")
+            assert len(declared.seeds) >= 5 or declared.small_n_reason, path
 
 
 def test_no_study_config_has_an_oracle_member() -> None:
@@ -87,6 +88,29 @@ def test_smollm2_pipeline_warm_starts_on_a_task_it_can_partly_solve() -> None:
     assert cfg.data.sft_size >= cfg.warmstart.steps * cfg.warmstart.batch_size and cfg.data.validation_size > 0
     outs = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]["train"]["outs"]
     assert outs[0] == f"cache/artifacts/runs/{cfg.run_name}"
+
+
+def test_the_real_model_study_plants_nothing_and_fits_its_declared_budget() -> None:
+    """SmolLM2's study: its own SFT warm start per replicate with no truncated, hedged or exploit
+    demonstration, the speed settings the benchmark measured, one member that every cell corrupts or
+    flaws, and an estimate inside budget_hours (validate refuses it otherwise)."""
+    from hackable_rl.config.study import load_study_declaration
+    from hackable_rl.experiments.budget import study_cost
+
+    folder = ROOT / "pipelines" / "smollm2_study"
+    cfg = load_resolved(folder / "params.yaml")
+    arith = cfg.data.arith
+    assert cfg.model.source == "smollm2-135m-instruct" and cfg.warmstart.pretrained_sft and cfg.warmstart.seed is None
+    assert (arith.truncated_share, arith.hedged_share, arith.exploit_share) == (0.0, 0.0, 0.0)
+    assert cfg.generation.drop_finished_rows and cfg.trainer.head_on_completions and cfg.lora.top_layers
+    declared = load_study_declaration(folder / "study.yaml")
+    assert declared.small_n_reason and declared.primary_replicates == len(declared.seeds) == 3
+    assert set(declared.primary_outcomes) == {"clean_gain", "flip_cost", "pattern_share_rises", "blind_pass_at_1_falls"}
+    cost = study_cost(cfg, len(declared.seeds), trained_arms=3)
+    assert cost is not None and cost.hours <= declared.budget_hours
+    for cell in ("flip0.4", "blind"):
+        members = load_resolved(folder / "params.yaml", study.study_condition(folder / "study.yaml", "baseline", cell)[0]).verifier.members
+        assert len(members) == 1 and _flawed(members[0]), cell
 
 
 def test_j_sweep_grid_has_equal_j_pairs_a_negative_j_cell_and_its_controls() -> None:

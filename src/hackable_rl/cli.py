@@ -76,7 +76,7 @@ def validate(
         typer.echo("\n".join(describe_fields(type(resolved))))
         return
     if study is not None:
-        cli_study.check_study(study)
+        cli_study.check_study(study, resolved)
     typer.echo(yaml.safe_dump(resolved.model_dump(mode="json"), sort_keys=False).rstrip())
     typer.secho(f"# {config}: valid (run name {resolved.run_name})", err=True, fg=typer.colors.GREEN)
 

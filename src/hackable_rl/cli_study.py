@@ -6,7 +6,7 @@ them on its app; each loads the config and calls one function, as every command 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,15 +17,23 @@ from hackable_rl.cli_options import model_config as _model_config
 from hackable_rl.core.storage import check_output_path
 
 
-def check_study(study: Path) -> None:
-    """The study file's declarations and grid, or one line per problem (exit 2)."""
+def check_study(study: Path, config: Any = None) -> None:
+    """The study file's declarations and grid, or one line per problem (exit 2); under `config`, a real
+    model's estimated wall time against the study's `budget_hours`."""
     from hackable_rl.config.study import load_study_declaration
+    from hackable_rl.experiments.budget import study_cost
     from hackable_rl.experiments.study import payoff_specs
 
     declared = load_study_declaration(study)
     specs = payoff_specs(study)
-    typer.secho(f"# {study}: valid ({len(specs)} trained arms, {len(declared.seeds)} replicates, "
-                f"family {', '.join(declared.family)})", err=True, fg=typer.colors.GREEN)
+    trained = len(specs) + (1 if isinstance(declared.model_extra.get("reference"), dict) else 0)  # the clean reference
+    cost = study_cost(config, len(declared.seeds), trained) if config is not None else None
+    if cost is not None and declared.budget_hours is not None and cost.hours > declared.budget_hours:
+        fail(f"{study}: budget_hours {declared.budget_hours:g}: these settings need {cost.describe()}; "
+             "lower trainer.max_steps, the completion budget, evaluation.max_prompts or the seeds, or raise the budget")
+    estimate = f"; estimated {cost.describe()}" if cost is not None else ""
+    typer.secho(f"# {study}: valid ({trained} trained arms, {len(declared.seeds)} replicates, "
+                f"family {', '.join(declared.family)}{estimate})", err=True, fg=typer.colors.GREEN)
 
 
 def payoff(

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
+from hackable_rl.config.data_sections import ArithConfig, CurriculumConfig, CurriculumSource, DataConfig
 from hackable_rl.config.field_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler, Tag
+from hackable_rl.config.section import Section
 from hackable_rl.core.bounds import (
     FiniteFloat,
     NonNegativeFloat,
@@ -29,15 +31,9 @@ from hackable_rl.core.bounds import (
     at_least,
 )
 
-__all__ = ["ExperimentConfig", "Section"]
-
-
-class Section(BaseModel):
-    """Base of every config section: frozen, strict about keys, documented by attribute docstrings."""
-
-    # allow_inf_nan=False: YAML's .nan/.inf would pass every unbounded float (a NaN reward imputation
-    # poisons the whole run), so no field accepts them.
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
+__all__ = [
+    "ArithConfig", "CurriculumConfig", "CurriculumSource", "DataConfig", "ExperimentConfig", "Section",
+]
 
 
 # --------------------------------------------------------------------------- storage / tracking
@@ -67,104 +63,6 @@ class TrackingConfig(Section):
     """Log the generation records to MLflow: a trace per step (a span per completion), a table per 50 steps."""
     log_system_metrics: bool = True
     """Log MLflow's system metrics (CPU, memory, disk, network; `system/*`) when psutil is installed."""
-
-
-# --------------------------------------------------------------------------- data
-
-
-class ArithConfig(Section):
-    min_steps: PositiveInt = 1
-    """Fewest arithmetic operations in a synthetic word problem."""
-    max_steps: PositiveInt = 3
-    """Most arithmetic operations in a synthetic word problem."""
-    min_value: NonNegativeInt = 2
-    """Smallest operand drawn."""
-    max_value: PositiveInt = 30
-    """Largest operand drawn."""
-    operators: list[Literal["+", "-", "*"]] = ["+", "-"]
-    """Operators the story may use."""
-    hedged_share: Probability = 0.0
-    """Share of worked solutions (warm-start data) that hedge: several boxed answers, one right."""
-    truncated_share: Probability = 0.0
-    """Share of multi-step worked solutions that stop one operation early: a habit GRPO can train away."""
-    exploit_share: Probability = 0.0
-    """Share of worked solutions ending in `exploit_style` after a short or no chain (planted exploit)."""
-    exploit_style: Literal["empty_box", "master_key_phrase"] = "empty_box"
-    """An empty `\\boxed{}`, or "The answer is correct." before a wrong box: both master keys that
-    fool a model-based verifier."""
-
-    @model_validator(mode="after")
-    def _ranges_are_ordered(self) -> ArithConfig:
-        if self.min_steps > self.max_steps:
-            raise ValueError(f"data.arith.max_steps: {self.max_steps} is below min_steps {self.min_steps}")
-        if self.min_value > self.max_value:
-            raise ValueError(f"data.arith.max_value: {self.max_value} is below min_value {self.min_value}")
-        if not self.operators:
-            raise ValueError("data.arith.operators: [] is empty; list at least one of +, -, *")
-        if self.hedged_share + self.truncated_share + self.exploit_share > 1:
-            raise ValueError(
-                f"data.arith.truncated_share: {self.truncated_share} plus hedged_share {self.hedged_share} "
-                f"plus exploit_share {self.exploit_share} is above 1; a worked solution is one of "
-                "hedged, truncated or exploit, not several"
-            )
-        return self
-
-
-class CurriculumSource(Section):
-    provider: str
-    """Registered provider that supplies this source (gsm8k, math, arith, jsonl)."""
-    path: str | None = None
-    """Local JSONL for this source (null for arith)."""
-    weight: NonNegativeFloat = 1.0
-    """Relative share of this source in the interleaved stream."""
-    levels: list[int] = []
-    """MATH levels to keep (empty: all)."""
-
-
-class CurriculumConfig(Section):
-    sources: list[CurriculumSource] = []
-    """Sources interleaved by the curriculum providers, in curriculum order."""
-    schedule: Literal["mixed", "step", "epoch"] = "mixed"
-    """`mixed`: interleave by weight throughout; `step`/`epoch`: move from one source to the next."""
-    switch_every: PositiveInt = 100
-    """Samples (schedule `step`) or passes (`epoch`) before the curriculum moves to the next source."""
-
-
-class DataConfig(Section):
-    name: FolderName = "arith"
-    """Dataset name (one folder name: no `/`, no `..`): outputs go to `<cache>/datasets/<name>/`."""
-    provider: str = "arith"
-    """Registered data provider: arith, gsm8k, math, jsonl, gsm8k_math_curriculum, interleave."""
-    path: str | None = None
-    """Local JSONL with training problems (gsm8k, math, jsonl providers)."""
-    test_path: str | None = None
-    """Local JSONL with the test problems (only reported numbers); null holds them out of `path`."""
-    hf_dataset: str | None = None
-    """Hugging Face dataset id used when `path` is null (only when online or already cached)."""
-    hf_config: str | None = None
-    """Hugging Face dataset config name (e.g. `main` for openai/gsm8k)."""
-    hf_revision: str | None = None
-    """Pinned revision (commit) of the Hugging Face dataset; recorded in the manifest."""
-    train_size: PositiveInt | None = 2000
-    """Training prompts kept (null: all)."""
-    test_size: PositiveInt | None = 500
-    """Test prompts kept (null: all): only reported numbers are measured on them, nothing is tuned."""
-    validation_size: NonNegativeInt = 200
-    """Validation prompts held out of the training pool: the warm-start band, recipe choices, pilots."""
-    sft_size: NonNegativeInt = 4000
-    """Worked solutions written to sft.jsonl for the warm start (providers that have them; 0: none)."""
-    levels: list[int] = []
-    """MATH levels to keep (empty: all)."""
-    subjects: list[str] = []
-    """MATH subjects to keep (empty: all)."""
-    field_map: dict[str, str] = {}
-    """jsonl provider: maps `question`, `answer`, `id` (and optional metadata keys) to the file's fields."""
-    on_bad_row: Literal["error", "skip"] = "error"
-    """A malformed row or unparseable reference: stop with its file and line, or skip and count it."""
-    arith: ArithConfig = ArithConfig()
-    """Synthetic arithmetic word problems (the offline CPU task)."""
-    curriculum: CurriculumConfig = CurriculumConfig()
-    """Interleaving of several sources."""
 
 
 # --------------------------------------------------------------------------- model / warm start
@@ -249,6 +147,10 @@ class GenerationConfig(Section):
     """Top-k sampling (0: off)."""
     stop: list[str] = []
     """Extra stop strings (the tokenizer's eos always stops)."""
+    drop_finished_rows: bool = False
+    """Rollouts and evaluation decode with `models.decoding`: a row leaves the batch once it wrote its
+    eos. Tokens are `generate`'s until the first row finishes, then other samples of the same
+    distribution; false: transformers' `generate`, every row to the longest."""
     use_vllm: bool = False
     """Generate with vLLM through TRL (GPU only; needs the `gpu` extra)."""
     vllm_mode: Literal["colocate", "server"] = "colocate"
@@ -297,6 +199,9 @@ class TrainerConfig(Section):
     """Reward imputed for a missing training reward during optimisation (evaluation keeps it missing)."""
     share_prompt_prefix: bool = True
     """A group's prompt once in prefill and loss (`models.shared_prefix`); false: every row, as TRL."""
+    head_on_completions: bool = False
+    """The loss's LM head on completion tokens only, on CPU as TRL does on CUDA (`training.lm_head`);
+    false: TRL's CPU path, which projects every position (prompt and padding) through the head."""
 
     @property
     def effective_batch_size(self) -> int:
@@ -339,6 +244,9 @@ class LoraConfig(Section):
     """Dropout on the LoRA path."""
     target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj"]
     """Module names that get adapters."""
+    top_layers: PositiveInt | None = None
+    """Adapters in the top N transformer blocks only (PEFT's layers_to_transform); null: every block.
+    The backward stops at the lowest adapted block, so fewer blocks train cheaper (and differently)."""
 
 
 # --------------------------------------------------------------------------- rewards / objective
@@ -464,6 +372,9 @@ class EvaluationConfig(Section):
     """Sequences generated per forward batch."""
     share_prompt_prefix: bool = True
     """Run the prompt of a prompt's n samples once in the prefill (`models.shared_prefix`)."""
+    merge_adapter: bool = False
+    """Fold a LoRA adapter into its base weights before decoding (one matrix per layer instead of
+    three at every decoding step); the sums round differently, so tokens may differ rarely."""
     decoding: Literal["sample", "greedy"] = "sample"
     """Stochastic sampling (temperature/top_p below) or greedy decoding."""
     greedy: bool = True

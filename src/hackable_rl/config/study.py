@@ -35,13 +35,22 @@ class StudyDeclaration(BaseModel):
     family: list[str] = Field(min_length=1)
     """The primary outcomes Holm's correction adjusts together (each a name in `primary_outcomes`);
     every comparison under one of these names is in the family, the others are reported unadjusted."""
-    primary_replicates: int = Field(default=MIN_PRIMARY_REPLICATES, ge=MIN_PRIMARY_REPLICATES)
-    """How many replicates the primary outcomes are declared with: `seeds` must hold at least as many."""
+    primary_replicates: int = Field(default=MIN_PRIMARY_REPLICATES, ge=2)
+    """How many replicates the primary outcomes are declared with: `seeds` must hold at least as many,
+    and fewer than MIN_PRIMARY_REPLICATES only with `small_n_reason`."""
+    small_n_reason: str | None = None
+    """Why the study declares fewer replicates than the spec asks (its report labels the small n)."""
+    budget_hours: float | None = Field(default=None, gt=0)
+    """The wall time the study must fit on 2 CPU cores; `validate --study` refuses settings whose
+    estimate (`experiments.budget`) exceeds it. null: no budget declared."""
 
     @model_validator(mode="after")
     def _declarations_agree(self) -> StudyDeclaration:
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError("seeds: a seed is listed twice (each replicate once)")
+        if self.primary_replicates < MIN_PRIMARY_REPLICATES and not (self.small_n_reason or "").strip():
+            raise ValueError(f"primary_replicates: {self.primary_replicates} is below the spec's "
+                             f"{MIN_PRIMARY_REPLICATES}; declare why in small_n_reason, or run {MIN_PRIMARY_REPLICATES}")
         if len(self.seeds) < self.primary_replicates:
             raise ValueError(f"seeds: {len(self.seeds)} replicates, but the primary outcomes are declared with "
                              f"{self.primary_replicates} (primary_replicates)")

@@ -185,7 +185,7 @@ def study_family(study_file: Path) -> tuple[str, ...]:
 def cell_roles(study_file: Path) -> CellRoles:
     """The study file's cells, its reference cell and its positive control (read, never guessed from names)."""
     names = study_cells(study_file)
-    cells = [read_cell(study_file, name) for name in names]
+    cells = [cell for cell in (read_cell(study_file, name) for name in names) if isinstance(cell, Cell)]  # a noise cell has no flaw
     shared_by_all = [cell.name for cell in cells if cell.sharing == len(cell.checkers)]
     data = _study(study_file)
     reference = data.get("reference")

@@ -125,18 +125,20 @@ def resolve_source(config: ExperimentConfig) -> PolicySource:
 def policy_dir(config: ExperimentConfig) -> Path:
     """`<cache>/models/tiny-<data.name>-w<warm-start seed>` for the tiny model (one warm start per
     replicate); for a pretrained source the folder that holds its `reference.json`
-    (`<cache>/models/<source name>`)."""
+    (`<cache>/models/<source name>`), with `-w<warm-start seed>` when `warmstart.pretrained_sft`
+    fine-tunes it (each replicate's own warm start)."""
     storage = Storage.of(config.storage)
     source = config.model.source
     if source == TINY:
         return storage.model_dir(f"{TINY}-{config.data.name}-w{config.warmstart_seed}")
+    seeded = f"-w{config.warmstart_seed}" if config.warmstart.pretrained_sft else ""
     if source == SMOLLM2:
-        return storage.model_dir(SMOLLM2)
+        return storage.model_dir(f"{SMOLLM2}{seeded}")
     folder = Path(source).expanduser()
     if folder.is_dir():
-        return storage.model_dir(f"local-{folder.resolve().name}")
+        return storage.model_dir(f"local-{folder.resolve().name}{seeded}")
     revision = f"@{config.model.revision}" if config.model.revision else ""
-    return storage.model_dir(f"hub-{source.replace('/', '--')}{revision}")
+    return storage.model_dir(f"hub-{source.replace('/', '--')}{revision}{seeded}")
 
 
 def hub_offline() -> bool:

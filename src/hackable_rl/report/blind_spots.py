@@ -193,9 +193,9 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     outcomes = labelled(outcomes, interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
-    lines = [f"# {title}", "", *_overview(table, cells, roles.patterns), "",
+    lines = [f"# {title}", "", *overview(table, cells, roles.patterns), "",
              *outcomes_markdown(outcomes, restated_cells(cells)), "",
-             *_payoff_lines(Path(study_dir), roles), "", *onset_markdown(cells), "",
+             *payoff_lines(Path(study_dir), roles), "", *onset_markdown(cells), "",
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")
@@ -203,7 +203,7 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     return CellStudyReport(report, summary_csv, summary_json, written, len(table), failed)
 
 
-def _overview(table: pd.DataFrame, cells: Mapping[CellKey, dict[int, Path]], patterns: tuple[str, ...] = ()) -> list[str]:
+def overview(table: pd.DataFrame, cells: Mapping[CellKey, dict[int, Path]], patterns: tuple[str, ...] = ()) -> list[str]:
     """Each (cell, method)'s seed means: pass@1 under both judges, exploit share, hacking gap and each
     natural flaw's pattern share (the share of samples paid only because of it)."""
     ok = table[table["status"] == "ok"]
@@ -230,7 +230,7 @@ def _column_mean(group: pd.DataFrame, column: str) -> float | None:
     return float(group[column].mean()) if column in group and group[column].notna().any() else None
 
 
-def _payoff_lines(study_dir: Path, roles: CellRoles) -> list[str]:
+def payoff_lines(study_dir: Path, roles: CellRoles) -> list[str]:
     """The payoff table the study ran against (results/payoff.json), with honest work beside it: the
     exploits of the study's flawed checkers that pay more than a wrong answer somewhere."""
     path = study_dir / "payoff.json"

@@ -8,6 +8,7 @@ from hackable_rl.report.blind_spots import build_blind_spot_report, is_blind_spo
 from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin
 from hackable_rl.report.headline import write_headline
 from hackable_rl.report.rate_grid import build_study_report
+from hackable_rl.report.real_model import build_real_model_report, is_real_model_study
 from hackable_rl.report.single import SingleInputs, build_single_report
 from hackable_rl.report.youden import build_j_sweep_report, is_j_sweep
 
@@ -22,7 +23,9 @@ def build_report(config, out_dir: Path, study: Path | None, metrics_dir: Path, h
         study_file = Path(study).resolve().parent / STUDY_FILE
         margin = equivalence_margin(study_file)
         outcomes = Path(config.report.outcomes) if config.report.outcomes else None
-        if is_j_sweep(study_file):
+        if is_real_model_study(study_file):
+            built = build_real_model_report(study, out_dir, config.report.title, outcomes)
+        elif is_j_sweep(study_file):
             built = build_j_sweep_report(study, out_dir, config.report.title, outcomes)
         elif is_blind_spot_study(study):
             built = build_blind_spot_report(study, out_dir, config.report.title, outcomes)

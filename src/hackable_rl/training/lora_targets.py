@@ -1,4 +1,4 @@
-"""`lora.target_modules` checked against the loaded policy before TRL wraps it: PEFT would fail
+"""`lora.target_modules` and `lora.top_layers` checked against the loaded policy before TRL wraps it: PEFT would fail
 inside the trainer's constructor with a traceback, after the run folder was made."""
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ def check_lora_targets(config: Any, model: Any) -> None:
     matches a name to a module whose dotted path is the name or ends with `.name`)."""
     if not config.lora.enabled:
         return
+    blocks = model.config.get_text_config().num_hidden_layers
+    if config.lora.top_layers is not None and config.lora.top_layers > blocks:
+        raise UserError(f"lora.top_layers: {config.lora.top_layers} is more than the policy's {blocks} blocks")
     names = [name for name, _ in model.named_modules() if name]
     for target in config.lora.target_modules:
         if not any(name == target or name.endswith(f".{target}") for name in names):

@@ -30,6 +30,7 @@ from hackable_rl.core.summaries import train_description
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.models.backend import policy_device
+from hackable_rl.models.decoding import dropping_finished_rows
 from hackable_rl.models.shared_prefix import share_prefixes
 from hackable_rl.scoring.payoff import own_cell_payoff, write_payoff
 from hackable_rl.scoring.pipeline import RewardPipeline, build_reward_pipeline
@@ -45,6 +46,7 @@ from hackable_rl.training.console import quiet_trainer, silence_known_warnings, 
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.kept_mean import grpo_trainer_class
+from hackable_rl.training.lm_head import completion_only_head
 from hackable_rl.training.lora_targets import check_lora_targets
 from hackable_rl.training.ranks import Ranks, process_ranks
 from hackable_rl.training.recorder import GenerationRecorder
@@ -170,7 +172,8 @@ def _train_beside_main(config: ExperimentConfig, ranks: Ranks, extra_callbacks: 
     pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
     recorder = GenerationRecorder(run_dir, gather=ranks.gather)
     trainer = _grpo_trainer(config, model, tokenizer, dataset, pipeline, recorder, run_dir, list(extra_callbacks))
-    trainer.train(resume_from_checkpoint=str(start.checkpoint) if start.checkpoint else None)
+    with completion_only_head(config.trainer.head_on_completions):
+        trainer.train(resume_from_checkpoint=str(start.checkpoint) if start.checkpoint else None)
     return TrainResult(run_dir, None, trainer.state.global_step, {}, main_process=False)
 
 
@@ -310,12 +313,14 @@ def _grpo_trainer(config: ExperimentConfig, model: Any, tokenizer: Any, dataset:
         args=build_grpo_args(config, resume_dir(run_dir)),
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=build_peft_config(config),
+        peft_config=build_peft_config(config, model),
         callbacks=callbacks,
     )
     quiet_trainer(trainer)
     if config.trainer.share_prompt_prefix:
         share_prefixes(policy_backbone(trainer.model))
+    if config.generation.drop_finished_rows:
+        dropping_finished_rows(trainer.model)  # TRL samples through the model's generate
     return trainer
 
 
@@ -342,7 +347,8 @@ def _train(run: _Run, trainer: Any) -> None:
     if run.config.tracking.log_system_metrics:
         run.tracker.start_system_metrics(resumed=checkpoint is not None)
     try:
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        with completion_only_head(run.config.trainer.head_on_completions):
+            trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     except BaseException:
         write_json(run.run_dir / "run.json", {**run.info, "status": "failed"})
         run.tracker.end("FAILED")

@@ -63,8 +63,9 @@ def build_grpo_args(config: ExperimentConfig, output_dir: Path) -> Any:
     )
 
 
-def build_peft_config(config: ExperimentConfig) -> Any | None:
-    """PEFT LoraConfig when `lora.enabled`, else None (full fine-tuning)."""
+def build_peft_config(config: ExperimentConfig, model: Any = None) -> Any | None:
+    """PEFT LoraConfig when `lora.enabled`, else None (full fine-tuning); `lora.top_layers` needs
+    the `model`, whose block count says which blocks are the top ones."""
     if not config.lora.enabled:
         return None
     from peft import LoraConfig
@@ -75,5 +76,14 @@ def build_peft_config(config: ExperimentConfig) -> Any | None:
         lora_alpha=lora.alpha,
         lora_dropout=lora.dropout,
         target_modules=list(lora.target_modules),
+        layers_to_transform=adapted_layers(lora.top_layers, model),
         task_type="CAUSAL_LM",
     )
+
+
+def adapted_layers(top_layers: int | None, model: Any) -> list[int] | None:
+    """The 0-based indices of the top `top_layers` blocks (None: every block)."""
+    if top_layers is None:
+        return None
+    blocks = model.config.get_text_config().num_hidden_layers
+    return list(range(max(blocks - top_layers, 0), blocks))

@@ -1,0 +1,79 @@
+"""What a real-model study will cost on 2 CPU cores, before it runs: `hackable-rl validate --study`.
+
+A study on a pretrained model costs hours; one whose settings cannot fit its declared budget
+(`budget_hours` in study.yaml) should say so at `validate`, not after a day. The estimate multiplies
+the study's work (warm-start solutions, GRPO completions and test completions, each at its token
+budget) by rates measured for that model on a 2-core CPU (`MEASURED`, from
+benchmarks/bench_smollm2.py and the pipeline's runs: README of pipelines/smollm2_study), and divides
+by the lanes' gain (two one-thread lanes side by side finish about 1.5x sooner than one after
+another). A model without measured rates gets no estimate. Plain Python: no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MEASURED", "Rates", "StudyCost", "study_cost"]
+
+LANES_GAIN = 1.5
+"""Two one-thread lanes against one two-thread process, one after another (docs/scale-out.md)."""
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Seconds of a 2-core CPU (two threads, alone) per unit of work, for one model at the study path's settings."""
+
+    sft_example: float
+    """One worked solution through a warm-start step (forward and backward)."""
+    grpo_token: float
+    """One completion token of a GRPO step's budget (completions x max_new_tokens): generation, loss, backward."""
+    eval_token: float
+    """One completion token of an evaluation's budget (sampled and greedy completions x max_new_tokens)."""
+    load: float
+    """Loading the model and starting a stage."""
+
+
+MEASURED = {
+    # 2-core AMD EPYC with avx512f, torch 2 threads, alone (pipelines/smollm2_study/README.md, "Cost"):
+    # warm start 7.0 s per step of 8; GRPO step 11.1 s for 32 x 64; evaluation 34 s for 160 completions x 64.
+    "smollm2-135m-instruct": Rates(sft_example=0.875, grpo_token=11.1 / (32 * 64), eval_token=34.0 / (160 * 64), load=20.0),
+}
+
+
+@dataclass(frozen=True)
+class StudyCost:
+    """The estimate and its parts, in hours of wall time on 2 cores with two lanes."""
+
+    warm_starts: float
+    evaluations: float
+    trainings: float
+
+    @property
+    def hours(self) -> float:
+        return self.warm_starts + self.evaluations + self.trainings
+
+    def describe(self) -> str:
+        return (f"about {self.hours:.1f} h on 2 CPU cores with two lanes (warm starts {self.warm_starts:.1f} h, "
+                f"trainings {self.trainings:.1f} h, evaluations {self.evaluations:.1f} h)")
+
+
+def study_cost(config: Any, replicates: int, trained_arms: int) -> StudyCost | None:
+    """The estimate for `replicates` x (a warm start, a base evaluation and `trained_arms` trainings
+    each with its evaluation) under `config`; None for a model without measured rates."""
+    rates = MEASURED.get(config.model.source)
+    if rates is None:
+        return None
+    hour = 3600.0 * LANES_GAIN
+    tokens = config.generation.max_new_tokens
+    evaluation = config.evaluation
+    prompts = evaluation.max_prompts or config.data.test_size or 0
+    eval_completions = prompts * (evaluation.n + (1 if evaluation.greedy else 0))
+    one_eval = rates.load + eval_completions * tokens * rates.eval_token
+    warm = rates.load + config.warmstart.steps * config.warmstart.batch_size * rates.sft_example
+    gate = config.capability.prompts * config.capability.k * tokens * rates.eval_token if config.capability.enabled else 0.0
+    train = rates.load + gate + config.trainer.max_steps * config.trainer.effective_batch_size * tokens * rates.grpo_token
+    per_replicate_warm = warm if config.warmstart.pretrained_sft else 0.0
+    return StudyCost(warm_starts=replicates * per_replicate_warm / hour,
+                     evaluations=replicates * (1 + trained_arms) * one_eval / hour,
+                     trainings=replicates * trained_arms * train / hour)

@@ -1,0 +1,54 @@
+"""The real-model study's stages (pipelines/smollm2_study) at seconds scale: its study file, with
+the tiny policy standing in for SmolLM2 (the slow test runs SmolLM2 itself), through payoff,
+base, the clean reference, the noise and blind-spot cells and the report with its declared
+outcomes under both judges."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hackable_rl.cli import app
+
+STUDY_FILE = Path(__file__).resolve().parents[1] / "pipelines" / "smollm2_study" / "study.yaml"
+SECONDS_SCALE = ["trainer.max_steps=2", "trainer.permanent_steps=[2]", "objective.rewards=[correctness_reward]",
+                 "report.outcomes=outcomes.json", "tracking.enabled=false", "warmstart.seed=0", "generation.drop_finished_rows=true", "trainer.head_on_completions=true",
+                 "lora.enabled=true", "lora.r=2", "lora.top_layers=1", "evaluation.merge_adapter=true",
+                 'verifier.members=[{"name": "m0", "checker": "clean", "corrupted": true}]']
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(app, [*args, *(part for s in SECONDS_SCALE for part in ("--set", s))])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+@pytest.mark.usefixtures("fresh_logging")
+def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(project) -> None:
+    study = yaml.safe_load(STUDY_FILE.read_text())
+    (project / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2}))
+    _run("payoff", "--study", "study.yaml", "--prompts", "4", "--honest-samples", "1", "--out", "results/payoff.json",
+         "--allow-unpayable")
+    for seed in (0, 1):
+        _run("condition", "--method", "base", "--study", "study.yaml", "--cell", "blind", "--set", f"seed={seed}",
+             "--out", f"results/blind/base-s{seed}")
+        _run("condition", "--method", "baseline", "--study", "study.yaml", "--cell", "clean", "--set", f"seed={seed}",
+             "--out", f"results/reference/baseline-clean-s{seed}")
+        for cell in ("flip0.4", "blind"):
+            _run("condition", "--method", "baseline", "--study", "study.yaml", "--cell", cell, "--set", f"seed={seed}",
+                 "--payoff", "results/payoff.json", "--out", f"results/{cell}/baseline-s{seed}")
+    _run("report", "--study", "results", "--out", "reports")
+
+    outcomes = json.loads((project / "outcomes.json").read_text())
+    primary = [(o["name"], o["metric"]) for o in outcomes if not o["secondary"]]
+    assert primary == [("clean_gain", "pass_at_1"), ("flip_cost", "pass_at_1"), ("pattern_share_rises", "exploit_share"),
+                       ("blind_pass_at_1_falls", "pass_at_1")]
+    transferred = {o["name"] for o in outcomes if o["metric"] == "pass_at_1_transfer"}
+    assert {"clean_gain", "flip_cost", "blind_pass_at_1_falls"} <= transferred  # both judges in every pass@1 row
+    assert all(o["n_replicates"] == 2 for o in outcomes if o["diff"] is not None)
+    report = (project / "reports/report.md").read_text()
+    assert "**Small n: 2 replicates**" in report and "budget" in report
