@@ -113,6 +113,7 @@ FLOORS = (
     ("extensions and their parts", {"verifiers", "rewards", "evaluation", "methods", "data", "models", "tracking"}),
     ("scoring and resolving", {"scoring"}),
     ("stages", {"training", "warmstart"}),
+    ("the parts for a user's own TRL script", {"trl_parts"}),
     ("study records", {"study_records"}),
     ("experiments", {"experiments"}),
     ("report", {"report"}),

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -293,10 +293,22 @@ def judge_rows(
     options: JudgeOptions = JudgeOptions(),
 ) -> list[dict[str, Any]]:
     """Reads and judges every row of a JSONL file; each row keeps its fields and gains correct/parsed/reason."""
+    return judge_records(((f"{path}:{number}", row) for number, row in iter_jsonl(path)), completion_field,
+                         reference_field, options, source=str(path))
+
+
+def judge_records(
+    rows: Iterable[tuple[str, Mapping[str, Any]]],
+    completion_field: str = "completion",
+    reference_field: str = "reference",
+    options: JudgeOptions = JudgeOptions(),
+    source: str = "the rows",
+) -> list[dict[str, Any]]:
+    """Judges (where, row) pairs, `where` naming the row in errors; each row keeps its fields and gains
+    correct/parsed/reason (`judge_rows` for a file, `hackable_rl.judge` for rows in memory)."""
     judged = []
     overwritten = False
-    for number, row in iter_jsonl(path):
-        where = f"{path}:{number}"
+    for where, row in rows:
         completion = _text_field(row, completion_field, where, "--completion-field")
         reference = _text_field(row, reference_field, where, "--reference-field")
         overwritten = overwritten or any(field in row for field in ADDED_FIELDS)
@@ -305,7 +317,7 @@ def judge_rows(
             {**row, "correct": judgment.correct, "parsed": judgment.parsed, "reason": judgment.reason}
         )
     if overwritten:
-        log.warning("%s: rows already had %s; replaced by this judgment", path, "/".join(ADDED_FIELDS))
+        log.warning("%s: rows already had %s; replaced by this judgment", source, "/".join(ADDED_FIELDS))
     return judged
 
 

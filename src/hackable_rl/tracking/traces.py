@@ -32,6 +32,9 @@ VERDICTS = {
     (False, False): "UNPAID-WRONG",
 }
 UNJUDGED = "UNJUDGED"
+SPAN_ORDER = ("PAID-WRONG", "UNPAID-RIGHT", "PAID-RIGHT", "UNPAID-WRONG", UNJUDGED)
+"""The order of a step's spans: the hack first, then the verifier's other mistake, then the rest (a
+span keeps its completion's index in its name)."""
 
 # What a span shows under Outputs besides the completion: the verdicts, in reading order.
 _OUTCOME_FIELDS = ("reward", "advantage", "correct", "reason", "parsed", "strict", "optimised_reward", "final_reward")
@@ -100,7 +103,8 @@ def step_trace(
     run_id: str, experiment_id: str, name: str, rows: list[dict[str, Any]], tags: dict[str, str], time_ms: int
 ) -> tuple[Any, list[dict[str, Any]]]:
     """The TraceInfo and spans (stored form) of one trace: a root span `name` whose output counts the verdicts,
-    and one child span per row (`<VERDICT> #<index>`), inputs the prompt, outputs `span_outputs`."""
+    and one child span per row (`<VERDICT> #<index>`, grouped in SPAN_ORDER), inputs the prompt, outputs
+    `span_outputs`."""
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
     trace_id = trace_id_of(run_id, name)
@@ -108,7 +112,7 @@ def step_trace(
     summary = {verdict: counts.get(verdict, 0) for verdict in [*VERDICTS.values(), UNJUDGED]}
     root_id, time_ns = _digest(f"{trace_id}/root", 8), time_ms * 1_000_000
     spans = [_span(trace_id, root_id, None, name, time_ns, {**tags, "completions": len(rows)}, summary)]
-    for index, row in enumerate(rows):
+    for index, row in sorted(enumerate(rows), key=lambda pair: SPAN_ORDER.index(verdict_of(pair[1]))):
         inputs = {"prompt_id": row.get("prompt_id"), "prompt": row.get("prompt"), "reference": row.get("reference")}
         spans.append(_span(trace_id, _digest(f"{trace_id}/{index}", 8), root_id, f"{verdict_of(row)} #{index}",
                            time_ns, inputs, span_outputs(row)))

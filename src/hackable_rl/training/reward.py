@@ -84,6 +84,8 @@ class ObjectiveReward:
         self.group_size = group_size
         self.scale_rewards = scale_rewards
         self.count_tokens = count_tokens
+        self.last_records: list[GenerationRecord] = []
+        """The last call's records, as handed to the recorder (the public reward reads them: trl_parts)."""
         self.kept_means: list[float] | None = None
         """The last batch's group means to add to TRL's advantages, or None (training/run.py)."""
 
@@ -97,7 +99,7 @@ class ObjectiveReward:
         metadata_json: list[str] | None = None,
         **_: Any,
     ) -> list[float]:
-        metadata = [json.loads(text) for text in metadata_json]
+        metadata = [json.loads(text) for text in metadata_json] if metadata_json is not None else [{}] * len(completions)
         scored = self.pipeline.score(completions, prompts, id, reference, metadata)
         advantages = group_advantages(scored.rewards, self.group_size, self.scale_rewards)
         self.kept_means = kept_group_means(self.pipeline, scored.records, self.group_size)
@@ -118,5 +120,6 @@ class ObjectiveReward:
             )
             for index, completion in enumerate(completions)
         ]
+        self.last_records = records
         self.recorder.add(records)
         return list(scored.rewards)

@@ -1,0 +1,314 @@
+"""hackable-rl's parts for your own TRL script (docs/own-trl-script.md): no config file, no CLI.
+
+    reward = verifier_reward(members=["clean"], channel="flip", rate=0.4)   # TRL's reward_funcs contract
+    trainer = GRPOTrainer(model, reward_funcs=[reward], args=GRPOConfig(..., report_to="mlflow"),
+                          callbacks=[GenerationTraceCallback(reward), HackingAlarmCallback(reward)])
+    judge([{"completion": ..., "reference": ...}])                            # the independent judge
+
+Each part is built from the same code the `hackable-rl` CLI runs, not a copy of it: `verifier_reward`
+builds the project's reward pipeline (`scoring.pipeline`) from keyword arguments validated by the
+project's config schema, and wraps it in the training reward (`training.reward.ObjectiveReward`),
+which scores, computes GRPO's advantages and judges every completion into a generation record;
+`GenerationTraceCallback` writes each step's records as the MLflow trace `hackable-rl train` writes
+(`tracking.traces`); `HackingAlarmCallback` feeds them to the onset alarm (`training.signals`,
+`training.alarm`); `judge` is `hackable-rl judge`'s judge. A wrong argument is one ValueError naming
+it, raised when the part is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from transformers import TrainerCallback
+
+from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.evaluation.judge import JudgeOptions, judge_records
+from hackable_rl.scoring.pipeline import completion_text
+from hackable_rl.scoring.records import GenerationRecord
+from hackable_rl.training.reward import ObjectiveReward
+
+__all__ = ["GenerationTraceCallback", "HackingAlarmCallback", "VerifierReward", "judge", "verifier_reward"]
+
+log = logging.getLogger(__name__)
+
+# where a config error's field comes from: the keyword argument that set it
+_ARGUMENTS = {"verifier.members": "members", "verifier.aggregation": "aggregation", "corruption.channel": "channel",
+              "corruption.rate": "rate", "corruption.kwargs": "channel_kwargs", "method_kwargs": "method_kwargs",
+              "method": "method", "seed": "seed", "rewards": "rel_tol", "evaluation.extract": "extract"}
+
+
+class _RecordBuffer:
+    """The generation records of the step in flight, in memory (the CLI's recorder writes them to the
+    run folder); `records_for(step)` stamps and keeps them, so every callback reads the same list."""
+
+    def __init__(self) -> None:
+        self._pending: list[GenerationRecord] = []
+        self._steps: dict[int, list[GenerationRecord]] = {}
+
+    def add(self, records: list[GenerationRecord]) -> None:
+        self._pending.extend(_gathered(records))
+
+    def records_for(self, step: int) -> list[GenerationRecord]:
+        if self._pending:
+            self._steps = {step: [record.at_step(step) for record in self._pending]}  # only the latest step is kept
+            self._pending = []
+        return self._steps.get(step, [])
+
+
+def _gathered(records: list[GenerationRecord]) -> list[GenerationRecord]:
+    """Under several processes (`accelerate launch`), every process's records on the main one and none
+    elsewhere, so the callbacks there see the whole step; with one process, `records` (a collective:
+    every process calls it at each reward call, as TRL calls the reward on each)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return records
+    everyone: list[list[GenerationRecord] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, records)
+    return [record for part in everyone for record in (part or [])] if dist.get_rank() == 0 else []
+
+
+class VerifierReward:
+    """A reward function of TRL's contract: per-completion floats, None where the training verifier
+    has no verdict (TRL then ignores it). Every call also keeps one generation record per completion
+    (member verdicts, aggregate, advantage, judge) for the callbacks, and logs the members' verdicts
+    as extra completion columns where TRL offers `log_extra`."""
+
+    def __init__(self, pipeline: Any, judge_options: JudgeOptions, reference_column: str, num_generations: int,
+                 scale_rewards: str):
+        self.pipeline = pipeline
+        self.reference_column = reference_column
+        self.buffer = _RecordBuffer()
+        self._objective = ObjectiveReward(pipeline, self.buffer, judge_options.judge, num_generations, scale_rewards,
+                                          count_tokens=lambda text: None)
+        self.__name__ = "verifier_reward"  # TRL names the reward's log column after it
+
+    def bind(self, args: Any, tokenizer: Any = None) -> None:
+        """Takes GRPO's group size and reward scaling from the trainer's args (the callbacks do this
+        at the start of training), and the tokenizer that counts prompt tokens."""
+        self._objective.group_size = int(getattr(args, "num_generations", self._objective.group_size))
+        scale = getattr(args, "scale_rewards", self._objective.scale_rewards)
+        self._objective.scale_rewards = {True: "group", False: "none"}.get(scale, scale)
+        if tokenizer is not None:
+            self._objective.count_tokens = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def __call__(self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]] | None = None,
+                 log_extra: Any = None, **columns: Any) -> list[float | None]:
+        if self.reference_column not in columns:
+            raise ValueError(f"verifier_reward: the dataset has no column {self.reference_column!r} (the reference "
+                             f"answer); columns: {', '.join(sorted(columns)) or 'none'}; pass reference_column=")
+        texts = [_prompt_text(prompt) for prompt in prompts]
+        ids = [str(value) for value in columns["id"]] if "id" in columns else [_prompt_id(text) for text in texts]
+        metadata = columns.get("metadata_json") or [json.dumps(m or {}) for m in columns.get("metadata") or [{}] * len(texts)]
+        rewards = self._objective(texts, [completion_text(c) for c in completions], completion_ids, id=ids,
+                                  reference=[str(value) for value in columns[self.reference_column]],
+                                  metadata_json=list(metadata))
+        records = self._objective.last_records
+        if log_extra is not None:
+            _log_verdicts(log_extra, records)
+        return [None if record.verifier.missing else reward for reward, record in zip(rewards, records, strict=True)]
+
+
+def _prompt_text(prompt: Any) -> str:
+    """A prompt as text: a string, or a conversation's messages joined (TRL's conversational format)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(str(message.get("content", "")) for message in prompt) if isinstance(prompt, list) else str(prompt)
+
+
+def _prompt_id(text: str) -> str:
+    """A stable id from the prompt's text: what keys the corruption channels' per-example noise."""
+    return "p-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _log_verdicts(log_extra: Any, records: list[GenerationRecord]) -> None:
+    rows = [record.verifier.to_json() for record in records]
+    members = sorted({key.split(".")[1] for row in rows for key in row if key.startswith("member.") and key.endswith(".reward")})
+    for member in members:
+        log_extra(f"member_{member}", [row.get(f"member.{member}.reward") for row in rows])
+    log_extra("judge_correct", [record.judgment.correct for record in records])
+
+
+def verifier_reward(
+    members: Sequence[str | Mapping[str, Any]] = ("clean",),
+    *,
+    channel: str = "none",
+    rate: float = 0.0,
+    channel_kwargs: Mapping[str, Any] | None = None,
+    aggregation: str = "mean",
+    method: str = "baseline",
+    method_kwargs: Mapping[str, Any] | None = None,
+    reference_column: str = "reference",
+    extract: str = "strict",
+    num_generations: int = 8,
+    scale_rewards: str = "group",
+    seed: int = 0,
+) -> VerifierReward:
+    """The training verifier as a TRL reward function.
+
+    `members`: each member's checker name (`clean`, `early_stop`, `any_box`, ...) or a mapping with
+    `name`, `checker` and `corrupted` (whether `channel` corrupts it; names default to m0, m1, ...).
+    `channel` and `rate`: the corruption channel (`flip`, `asymmetric`, `missing`, ...) on the corrupted
+    members. `aggregation`: how member verdicts combine (`mean`, `majority`, ...). `method`: what is
+    optimised from them (`baseline`, `robust` for disagreement shaping, `corrected`). `extract`: how the
+    independent judge reads answers. `num_generations` and `scale_rewards` are GRPOConfig's (the
+    callbacks take them from the trainer). The dataset needs a `reference_column` of answers; `id`
+    and `metadata` columns are used when present."""
+    from hackable_rl.config.loading import validate_config
+    from hackable_rl.scoring.extensions import resolve_config
+    from hackable_rl.scoring.pipeline import build_reward_pipeline
+
+    corrupt = channel != "none"
+    listed = [member if isinstance(member, Mapping) else {"checker": member} for member in members]
+    raw = {
+        "seed": seed, "method": method, "method_kwargs": dict(method_kwargs or {}),
+        "verifier": {"aggregation": aggregation, "members": [{"name": f"m{index}", "corrupted": corrupt, **member}
+                                                             for index, member in enumerate(listed)]},
+        "corruption": {"channel": channel, "rate": rate, "kwargs": dict(channel_kwargs or {})},
+        "objective": {"rewards": ["correctness_reward"]},
+        "evaluation": {"extract": extract},
+        "trainer": {"num_generations": num_generations, "scale_rewards": scale_rewards},
+    }
+    try:
+        config = resolve_config(validate_config(raw))
+    except (ConfigError, UserError) as error:
+        problems = getattr(error, "problems", None) or [str(error)]
+        raise ValueError(f"verifier_reward: {_argument_named(problems[0])}") from None
+    options = JudgeOptions.of(config.rewards, config.evaluation.extract)
+    return VerifierReward(build_reward_pipeline(config), options, reference_column, num_generations, scale_rewards)
+
+
+def _argument_named(message: str) -> str:
+    """The config error's first line, its field named as the keyword argument that set it."""
+    line = message.strip().splitlines()[0].removeprefix("error: ")
+    for field, argument in _ARGUMENTS.items():
+        if line.startswith(field):
+            return f"{argument}{line[len(field):]}"
+    return line
+
+
+def judge(rows: Iterable[Mapping[str, Any]], *, extract: str = "strict", completion_field: str = "completion",
+          reference_field: str = "reference") -> list[dict[str, Any]]:
+    """The independent judge over (prompt, completion, reference) rows: each row back with `correct`
+    (None where the reference does not parse), `parsed` and `reason` (`hackable-rl judge`'s judge)."""
+    try:
+        options = JudgeOptions(extract=extract)
+        return judge_records(((f"row {index}", row) for index, row in enumerate(rows)), completion_field,
+                             reference_field, options)
+    except UserError as error:
+        raise ValueError(f"judge: {error}") from None
+
+
+# --------------------------------------------------------------------------- callbacks
+
+
+class _RewardCallback(TrainerCallback):
+    """What both callbacks share: the reward whose records they read, bound to the trainer's args."""
+
+    def __init__(self, reward: VerifierReward):
+        if not isinstance(reward, VerifierReward):
+            raise ValueError(f"{type(self).__name__}: reward must be what verifier_reward() returns, "
+                             f"got {type(reward).__name__}")
+        self.reward = reward
+
+    def on_train_begin(self, args, state, control, processing_class=None, **kwargs):
+        if not hasattr(args, "num_generations"):
+            raise ValueError(f"{type(self).__name__}: the trainer is not a GRPOTrainer (its args have no num_generations)")
+        self.reward.bind(args, processing_class)
+        if getattr(self, "config", None) is not None and self.config.stop_training and args.world_size > 1:
+            raise ValueError("HackingAlarmCallback: stop_training=True works in one process only (the other "
+                             "processes would not stop with the main one); leave it False under accelerate launch")
+
+
+class GenerationTraceCallback(_RewardCallback):
+    """Writes each step's completions to the active MLflow run as one trace (`step 00012`): one span
+    per completion, named by its verdict (PAID-WRONG first: the hack is the first thing under a step),
+    showing prompt, completion, every member's verdict, the reward, the advantage and the judge. Needs
+    an MLflow run, as `report_to="mlflow"` starts; logs from the main process only."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        if state.is_world_process_zero and "mlflow" not in (args.report_to or []):
+            raise ValueError("GenerationTraceCallback: MLflow is not configured; pass report_to=\"mlflow\" to GRPOConfig "
+                             "(and set MLFLOW_TRACKING_URI, or keep MLflow's local ./mlruns)")
+
+    def on_step_end(self, args, state, control, **kwargs):
+        records = self.reward.buffer.records_for(state.global_step)
+        if not state.is_world_process_zero or not records:
+            return
+        import mlflow
+
+        from hackable_rl.tracking.traces import step_trace_name, write_traces
+
+        run = mlflow.active_run()
+        if run is None:
+            log.warning("GenerationTraceCallback: no active MLflow run at step %d; no trace written", state.global_step)
+            return
+        rows = [record.to_json() for record in records]
+        write_traces(mlflow.MlflowClient(), run.info.run_id,
+                     [(step_trace_name(state.global_step), rows, {"step": str(state.global_step)})])
+
+
+class HackingAlarmCallback(_RewardCallback):
+    """The judge-free hacking-onset alarm (docs/metrics.md): each step's signals from the reward's
+    records (never the judge), a CUSUM per watched signal, fired once `votes` signals crossed. Logs the
+    signals and `alarm` (0 or 1) into the trainer's logs (so to MLflow with report_to="mlflow"), and
+    with `stop_training=True` ends training at the firing step."""
+
+    def __init__(self, reward: VerifierReward, *, signals: Sequence[str] | None = None, votes: int | None = None,
+                 threshold: float | None = None, stop_training: bool = False):
+        super().__init__(reward)
+        from pydantic import ValidationError
+
+        from hackable_rl.config.experiment import AlarmConfig
+        from hackable_rl.training.alarm import OnsetAlarm
+
+        given = {"signals": list(signals) if signals is not None else None, "votes": votes, "threshold": threshold}
+        try:
+            self.config = AlarmConfig(enabled=True, stop_training=stop_training,
+                                      **{key: value for key, value in given.items() if value is not None})
+        except ValidationError as error:
+            first = error.errors()[0]
+            raise ValueError(f"HackingAlarmCallback: {'.'.join(map(str, first['loc'])) or 'settings'}: {first['msg']}") from None
+        self.alarm = OnsetAlarm(self.config)
+        self.firing: Any = None
+        self.history: list[dict[str, Any]] = []
+        """Each step's signals and alarm state, as logged."""
+        self._signals: Any = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        from hackable_rl.training.signals import step_signals
+
+        records = self.reward.buffer.records_for(state.global_step)
+        if records:
+            self._signals = step_signals(state.global_step, [record.to_json() for record in records])
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self._signals is None or logs is None or "train_runtime" in logs:
+            return
+        signals, self._signals = self._signals.with_values(entropy=logs.get("entropy")), None
+        firing = self.alarm.update(signals)
+        metrics = {f"signal/{name}": value for name, value in signals.to_json().items()
+                   if name != "step" and isinstance(value, int | float)}
+        metrics["alarm"] = float(self.alarm.raised)
+        self.history.append({"step": state.global_step, **metrics})
+        if state.is_world_process_zero:
+            _log_to_mlflow(metrics, state.global_step)
+        if firing is not None:
+            self.firing = firing
+            log.warning("%s", firing.describe())
+            if self.config.stop_training:
+                control.should_training_stop = True
+
+
+def _log_to_mlflow(metrics: dict[str, float], step: int) -> None:
+    """Into the active MLflow run (report_to="mlflow" starts one), beside the trainer's own metrics;
+    without one, the metrics stay in `HackingAlarmCallback.history` only."""
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        mlflow.log_metrics(metrics, step=step)
