@@ -170,3 +170,19 @@ def test_a_stage_that_ran_in_another_project_sharing_the_cache_is_restored_not_r
     with Repo(str(second)) as repo:
         assert "model" in yaml.safe_load((second / "dvc.lock").read_text())["stages"]
         assert not any(key.endswith("model") for key in repo.status())
+
+
+def test_a_study_file_that_redefines_a_params_key_is_one_line(tmp_path: Path) -> None:
+    """DVC reads study.yaml as `vars` beside params.yaml: a key in both is DVC's parse error, told in one line."""
+    from dvc.repo import Repo
+
+    from hackable_rl.experiments.lanes import _outdated
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    Repo.init(str(tmp_path))
+    (tmp_path / "params.yaml").write_text("report: {out_dir: reports}\n")
+    (tmp_path / "study.yaml").write_text("report: real_model\n")
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"vars": ["study.yaml"], "stages": {"a": {"cmd": "true"}}}))
+    with pytest.raises(UserError) as raised:
+        _outdated(tmp_path, ["a"])
+    assert "cannot redefine 'report'" in str(raised.value) and "\n" not in str(raised.value)

@@ -125,6 +125,7 @@ def run_lanes(
 
 def _outdated(repo_dir: Path, patterns: list[str]) -> list[CellRun]:
     from dvc.exceptions import NotDvcRepoError
+    from dvc.parsing import ResolveError
     from dvc.repo import Repo
 
     try:
@@ -132,6 +133,8 @@ def _outdated(repo_dir: Path, patterns: list[str]) -> list[CellRun]:
             return outdated_stages(repo, patterns, Path(repo.root_dir) / "cache" / "logs" / "lanes")
     except NotDvcRepoError:
         raise UserError(f"lanes: {repo_dir} is not in a DVC project (run it in a study's folder, or pass --project)") from None
+    except ResolveError as error:  # dvc.yaml or its vars (a study.yaml key that redefines a params.yaml one)
+        raise UserError(f"lanes: {' '.join(str(error).split())}") from None
 
 
 def restore_from_run_cache(repo_dir: Path, cells: list[CellRun], echo: Callable[[str], None]) -> list[CellRun]:

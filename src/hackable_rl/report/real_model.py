@@ -1,4 +1,4 @@
-"""The real pretrained policy's study (pipelines/smollm2_study, `report: real_model` in its study.yaml):
+"""The real pretrained policy's study (pipelines/smollm2_study, `report_kind: real_model` in its study.yaml):
 does GRPO improve a real LM here, what 40% random flips cost it, and does it take a natural blind spot?
 
 One training-verifier member per cell: the clean reference (`reference.cell`), a noise cell (the
@@ -37,20 +37,21 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.natural import PATTERN_RATIO
+from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import BASE, write_summary
 
 __all__ = ["REPORT_KIND", "build_real_model_report", "is_real_model_study", "real_model_outcomes"]
 
 REPORT_KIND = "real_model"
-METHOD = "baseline"
 
 
 def is_real_model_study(study_file: Path) -> bool:
-    """The study file declares `report: real_model`."""
+    """The study file declares `report_kind: real_model` (not `report`: DVC reads the study file as
+    `vars` beside params.yaml, whose `report` section it may not redefine)."""
     if not Path(study_file).exists():
         return False
     data = read_study_file(Path(study_file))
-    return isinstance(data, dict) and data.get("report") == REPORT_KIND
+    return isinstance(data, dict) and data.get("report_kind") == REPORT_KIND
 
 
 def _cells_by_kind(study_file: Path) -> tuple[str, str | None, str | None]:
@@ -69,25 +70,26 @@ def _cells_by_kind(study_file: Path) -> tuple[str, str | None, str | None]:
 def real_model_outcomes(cells: Mapping[CellKey, dict[int, Path]], reference: str, noise: str | None,
                         blind: str | None) -> list[Outcome]:
     """The declared outcomes, then the secondary rows (each cell against base)."""
-    base = next((seeds for (_, method), seeds in cells.items() if method == BASE), {})
-    clean = cells.get((reference, METHOD), {})
-    flipped = cells.get((noise, METHOD), {}) if noise else {}
-    spotted = cells.get((blind, METHOD), {}) if blind else {}
-    at_clean = f"{METHOD}@{reference}"
+    method = reference_method()  # the method every cell trains (the extensions declare which)
+    base = next((seeds for (_, name), seeds in cells.items() if name == BASE), {})
+    clean = cells.get((reference, method), {})
+    flipped = cells.get((noise, method), {}) if noise else {}
+    spotted = cells.get((blind, method), {}) if blind else {}
+    at_clean = f"{method}@{reference}"
     above, below = (lambda a, b, p: p.above_zero), (lambda a, b, p: p.below_zero)
     outcomes = [
-        *both_judges("clean_gain", reference, METHOD, BASE, clean, base, "pass@1 above base, ci_low > 0", above)[0],
-        *both_judges("flip_cost", noise or "-", METHOD, at_clean, flipped, clean,
+        *both_judges("clean_gain", reference, method, BASE, clean, base, "pass@1 above base, ci_low > 0", above)[0],
+        *both_judges("flip_cost", noise or "-", method, at_clean, flipped, clean,
                      "pass@1 below the clean reference, ci_high < 0", below)[0],
-        paired_outcome("pattern_share_rises", blind or "-", METHOD, BASE, spotted, base, "exploit_share",
+        paired_outcome("pattern_share_rises", blind or "-", method, BASE, spotted, base, "exploit_share",
                        f"pattern share >= {PATTERN_RATIO:g}x base's and ci_low > 0",
                        lambda a, b, p: b > 0 and a >= PATTERN_RATIO * b and p.above_zero)[0],
-        *both_judges("blind_pass_at_1_falls", blind or "-", METHOD, at_clean, spotted, clean,
+        *both_judges("blind_pass_at_1_falls", blind or "-", method, at_clean, spotted, clean,
                      "pass@1 below the clean reference, ci_high < 0", below)[0],
     ]
     for name, cell, trained in (("flip_vs_base", noise, flipped), ("blind_vs_base", blind, spotted)):
         if cell:
-            outcomes += both_judges(name, cell, METHOD, BASE, trained, base, "pass@1 above base, ci_low > 0", above)[0]
+            outcomes += both_judges(name, cell, method, BASE, trained, base, "pass@1 above base, ci_low > 0", above)[0]
     return outcomes
 
 
