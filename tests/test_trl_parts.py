@@ -80,6 +80,7 @@ def _traces_and_alarm(store: Path) -> tuple[list, list[int]]:
 
     client = MlflowClient(f"sqlite:///{store}")
     experiments = [e.experiment_id for e in client.search_experiments()]
+    assert all(e.tags.get("mlflow.experimentKind") == "custom_model_development" for e in client.search_experiments())
     run = client.search_runs(experiments)[0]
     mlflow.set_tracking_uri(f"sqlite:///{store}")
     traces = mlflow.search_traces(locations=experiments, return_type="list")

@@ -230,6 +230,8 @@ class GenerationTraceCallback(_RewardCallback):
     showing prompt, completion, every member's verdict, the reward, the advantage and the judge. Needs
     an MLflow run, as `report_to="mlflow"` starts; logs from the main process only."""
 
+    _kind_checked = False
+
     def on_train_begin(self, args, state, control, **kwargs):
         super().on_train_begin(args, state, control, **kwargs)
         if state.is_world_process_zero and "mlflow" not in (args.report_to or []):
@@ -248,9 +250,12 @@ class GenerationTraceCallback(_RewardCallback):
         if run is None:
             log.warning("GenerationTraceCallback: no active MLflow run at step %d; no trace written", state.global_step)
             return
+        client = mlflow.MlflowClient()
+        if not self._kind_checked:
+            _open_as_model_training(client, run.info.experiment_id)
+            self._kind_checked = True
         rows = [record.to_json() for record in records]
-        write_traces(mlflow.MlflowClient(), run.info.run_id,
-                     [(step_trace_name(state.global_step), rows, {"step": str(state.global_step)})])
+        write_traces(client, run.info.run_id, [(step_trace_name(state.global_step), rows, {"step": str(state.global_step)})])
 
 
 class HackingAlarmCallback(_RewardCallback):
@@ -312,3 +317,12 @@ def _log_to_mlflow(metrics: dict[str, float], step: int) -> None:
 
     if mlflow.active_run() is not None:
         mlflow.log_metrics(metrics, step=step)
+
+
+def _open_as_model_training(client: Any, experiment_id: str) -> None:
+    """Tags the experiment so MLflow 3's UI opens it on its runs table (model training), as the
+    project's own experiments are; a kind the user chose stays."""
+    from hackable_rl.tracking.tracker import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
+
+    if EXPERIMENT_KIND_TAG not in client.get_experiment(experiment_id).tags:
+        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)

@@ -337,8 +337,12 @@ def _eval_run_tracker(target: EvalTarget) -> Tracker:
     from hackable_rl.models.loading import resolve_policy
 
     config = target.config
-    tracker = start_tracker(config, target.run_name, "eval")
     method = "base" if target.policy_path is None else "policy-folder"
+    # The base policy of each replicate is its own warm start: its MLflow run is named by the seed,
+    # so three replicates' base evaluations are three runs, not one name three times (eval.json and
+    # the evaluation folder keep the policy's name).
+    name = f"{target.run_name}-s{config.seed}" if target.policy_path is None else target.run_name
+    tracker = start_tracker(config, name, "eval")
     # No verifier trained this policy: the config's corruption and method would mislabel the run.
     identity = {key: value for key, value in RunIdentity.of(config, resolve_policy(config)).tags().items()
                 if key not in _TRAINING_ONLY_TAGS}
