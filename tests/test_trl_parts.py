@@ -122,3 +122,20 @@ def test_the_example_under_accelerate_launch_with_two_processes_logs_once(tiny_p
     assert sorted(t.info.tags["mlflow.traceName"] for t in traces) == ["step 00001", "step 00002", "step 00003"]
     assert alarm_steps == [1, 2, 3]  # once per step: the main process only
     assert all(len([s for s in t.data.spans if "#" in s.name]) == 16 for t in traces)  # both processes' completions
+
+
+def test_a_callback_on_a_trainer_that_is_not_grpo_or_without_mlflow_refuses_before_the_first_step():
+    from types import SimpleNamespace
+
+    from transformers import TrainerControl, TrainerState
+
+    reward, state = verifier_reward(), TrainerState()
+    plain_args = SimpleNamespace(report_to=["mlflow"], world_size=1)  # a Trainer's args: no num_generations
+    with pytest.raises(ValueError, match="GenerationTraceCallback: the trainer is not a GRPOTrainer"):
+        GenerationTraceCallback(reward).on_train_begin(plain_args, state, TrainerControl())
+    grpo_args = SimpleNamespace(report_to=[], world_size=1, num_generations=4, scale_rewards="group")
+    with pytest.raises(ValueError, match='MLflow is not configured; pass report_to="mlflow"'):
+        GenerationTraceCallback(reward).on_train_begin(grpo_args, state, TrainerControl())
+    two = SimpleNamespace(report_to=["mlflow"], world_size=2, num_generations=4, scale_rewards="group")
+    with pytest.raises(ValueError, match="stop_training=True works in one process only"):
+        HackingAlarmCallback(reward, stop_training=True).on_train_begin(two, state, TrainerControl())
