@@ -106,3 +106,34 @@ def fresh_logging():
     root.handlers = [handler for handler in before if type(handler) is not logging.StreamHandler]
     yield
     root.handlers = before
+
+
+SMALL_CORPUS = [f"Problem: Ann has {a} pens. Ann buys {b} more.\nAnswer: <think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}"
+                for a in range(2, 30, 3) for b in range(2, 30, 4)]
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer():
+    """A 300-word tokenizer of arithmetic problems and worked solutions (models' unit tests)."""
+    from hackable_rl.models.tokenizer import train_tokenizer
+
+    return train_tokenizer(SMALL_CORPUS, vocab_size=300)
+
+
+def small_llama(tokenizer, num_layers: int):
+    """A seeded Llama-style policy of width 32 with `num_layers` blocks, in eval mode."""
+    import torch
+
+    from hackable_rl.config.experiment import TinyModelConfig
+    from hackable_rl.models.tiny import build_tiny_model
+
+    torch.manual_seed(0)
+    config = TinyModelConfig(architecture="llama", hidden_size=32, num_layers=num_layers, num_heads=2,
+                             intermediate_size=64, vocab_size=300)
+    return build_tiny_model(config, tokenizer).eval()
+
+
+@pytest.fixture(scope="module")
+def small_policy(request, small_tokenizer):
+    """`small_llama` with the test module's SMALL_LAYERS blocks (2 unless it says)."""
+    return small_llama(small_tokenizer, getattr(request.module, "SMALL_LAYERS", 2))

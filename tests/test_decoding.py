@@ -1,4 +1,4 @@
-"""Decoding that drops finished rows (models.decoding) against transformers' `generate`, on a tiny
+"""Decoding that drops finished rows (models.decoding) against transformers' `generate`, on a small_policy
 model in seconds: the same tokens while every row is writing, for sampling and greedy decoding."""
 
 from __future__ import annotations
@@ -9,73 +9,56 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from hackable_rl.config.experiment import TinyModelConfig
 from hackable_rl.models.decoding import covers, decode, dropping_finished_rows
-from hackable_rl.models.tiny import build_tiny_model
-from hackable_rl.models.tokenizer import train_tokenizer
 
-CORPUS = [f"Problem: Ann has {a} pens. Ann buys {b} more.\nAnswer: <think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}"
-          for a in range(2, 30, 3) for b in range(2, 30, 4)]
-SMALL = TinyModelConfig(architecture="llama", hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                        vocab_size=300)
+SMALL_LAYERS = 2
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(CORPUS, vocab_size=300)
-
-
-@pytest.fixture(scope="module")
-def tiny(tokenizer):
-    torch.manual_seed(0)
-    return build_tiny_model(SMALL, tokenizer).eval()
-
-
-def _batch(tokenizer):
+def _batch(small_tokenizer):
     prompts = ["Problem: Ann has 5 pens. Ann buys 7 more.\nAnswer: "] * 3 + ["Problem: Ann has 11 pens.\nAnswer: "] * 3
-    return tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return small_tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
 
 
-def _config(tokenizer, eos: int, **settings) -> GenerationConfig:
-    return GenerationConfig(max_new_tokens=12, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos, **settings)
+def _config(small_tokenizer, eos: int, **settings) -> GenerationConfig:
+    return GenerationConfig(max_new_tokens=12, pad_token_id=small_tokenizer.pad_token_id, eos_token_id=eos, **settings)
 
 
 @pytest.mark.parametrize("settings", [dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0),
                                       dict(do_sample=True, temperature=0.7, top_p=0.9, top_k=20),
                                       dict(do_sample=False)])
-def test_while_every_row_writes_the_tokens_are_generates(tiny, tokenizer, settings):
-    encoded = _batch(tokenizer)
-    config = _config(tokenizer, eos=tokenizer.vocab_size + 10, **settings)  # an eos no row can write: none finishes
+def test_while_every_row_writes_the_tokens_are_generates(small_policy, small_tokenizer, settings):
+    encoded = _batch(small_tokenizer)
+    config = _config(small_tokenizer, eos=small_tokenizer.vocab_size + 10, **settings)  # an eos no row can write: none finishes
     outputs = []
-    for run in (lambda: tiny.generate(**encoded, generation_config=config), lambda: decode(tiny, **encoded, config=config)):
+    for run in (lambda: small_policy.generate(**encoded, generation_config=config), lambda: decode(small_policy, **encoded, config=config)):
         torch.manual_seed(3)
         outputs.append(run())
     assert torch.equal(outputs[0], outputs[1])
 
 
-def test_finished_rows_end_in_eos_then_padding_and_greedy_tokens_match(tiny, tokenizer):
-    encoded = _batch(tokenizer)
+def test_finished_rows_end_in_eos_then_padding_and_greedy_tokens_match(small_policy, small_tokenizer):
+    encoded = _batch(small_tokenizer)
     with torch.no_grad():
-        first = tiny.generate(**encoded, max_new_tokens=1, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        first = small_policy.generate(**encoded, max_new_tokens=1, do_sample=False, pad_token_id=small_tokenizer.pad_token_id)
     eos = int(first[0, -1])  # the first row's first greedy token: that row finishes at once
-    config = _config(tokenizer, eos=eos, do_sample=False)
+    config = _config(small_tokenizer, eos=eos, do_sample=False)
     with torch.no_grad():
-        expected = tiny.generate(**encoded, generation_config=config)
-    got = decode(tiny, **encoded, config=config)
+        expected = small_policy.generate(**encoded, generation_config=config)
+    got = decode(small_policy, **encoded, config=config)
     assert got.shape == expected.shape and torch.equal(got, expected)
     prompt = encoded["input_ids"].shape[1]
-    assert got[0, prompt] == eos and (got[0, prompt + 1:] == tokenizer.pad_token_id).all()
+    assert got[0, prompt] == eos and (got[0, prompt + 1:] == small_tokenizer.pad_token_id).all()
 
 
-def test_installed_as_generate_it_takes_the_calls_it_covers_and_passes_the_rest_on(tiny, tokenizer):
-    model = copy.deepcopy(tiny)
+def test_installed_as_generate_it_takes_the_calls_it_covers_and_passes_the_rest_on(small_policy, small_tokenizer):
+    model = copy.deepcopy(small_policy)
     dropping_finished_rows(model)
-    encoded = _batch(tokenizer)
-    config = _config(tokenizer, eos=tokenizer.vocab_size + 10, do_sample=True, top_k=0)
+    encoded = _batch(small_tokenizer)
+    config = _config(small_tokenizer, eos=small_tokenizer.vocab_size + 10, do_sample=True, top_k=0)
     torch.manual_seed(5)
     ours = model.generate(**encoded, generation_config=config)
     torch.manual_seed(5)
-    assert torch.equal(ours, tiny.generate(**encoded, generation_config=config))
-    assert not covers(_config(tokenizer, eos=1, do_sample=True, repetition_penalty=1.3))
-    penalised = _config(tokenizer, eos=1, do_sample=False, repetition_penalty=1.3)
-    assert torch.equal(model.generate(**encoded, generation_config=penalised), tiny.generate(**encoded, generation_config=penalised))
+    assert torch.equal(ours, small_policy.generate(**encoded, generation_config=config))
+    assert not covers(_config(small_tokenizer, eos=1, do_sample=True, repetition_penalty=1.3))
+    penalised = _config(small_tokenizer, eos=1, do_sample=False, repetition_penalty=1.3)
+    assert torch.equal(model.generate(**encoded, generation_config=penalised), small_policy.generate(**encoded, generation_config=penalised))

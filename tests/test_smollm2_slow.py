@@ -83,7 +83,7 @@ def test_smollm2_full_fine_tuning_step(tmp_path):
     assert "quantization_config" not in json.loads((saved / "config.json").read_text())
 
 
-SMOKE = ["torch_threads=2", "data.train_size=16", "data.validation_size=4", "data.test_size=4", "data.sft_size=16",
+SMOKE = ["torch_threads=1", "data.train_size=16", "data.validation_size=4", "data.test_size=4", "data.sft_size=16",
          "warmstart.steps=2", "warmstart.batch_size=4", "warmstart.warmup_steps=1", "warmstart.eval_size=2",
          "capability.prompts=2", "capability.k=2", "capability.force=true", "generation.max_new_tokens=16",
          "trainer.max_steps=2", "trainer.per_device_train_batch_size=4", "trainer.num_generations=2",
