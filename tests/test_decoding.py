@@ -1,4 +1,4 @@
-"""Decoding that drops finished rows (models.decoding) against transformers' `generate`, on a small_policy
+"""Decoding that drops finished rows (models.decoding) against transformers' `generate`, on a tiny
 model in seconds: the same tokens while every row is writing, for sampling and greedy decoding."""
 
 from __future__ import annotations
