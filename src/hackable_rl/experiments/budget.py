@@ -3,10 +3,9 @@
 A study on a pretrained model costs hours; one whose settings cannot fit its declared budget
 (`budget_hours` in study.yaml) should say so at `validate`, not after a day. The estimate multiplies
 the study's work (warm-start solutions, GRPO completions and test completions, each at its token
-budget) by rates measured for that model on a 2-core CPU (`MEASURED`, from
-benchmarks/bench_smollm2.py and the pipeline's runs: README of pipelines/smollm2_study), and divides
-by the lanes' gain (two one-thread lanes side by side finish about 1.5x sooner than one after
-another). A model without measured rates gets no estimate. Plain Python: no torch.
+budget) by rates measured for that model in one lane (one thread, beside a second lane) of a 2-core
+CPU (`MEASURED`, from the real-model study's own stages: pipelines/smollm2_study/README.md, "Cost"),
+and divides by the two lanes. A model without measured rates gets no estimate. Plain Python: no torch.
 """
 
 from __future__ import annotations
@@ -16,13 +15,14 @@ from typing import Any
 
 __all__ = ["MEASURED", "Rates", "StudyCost", "study_cost"]
 
-LANES_GAIN = 1.5
-"""Two one-thread lanes against one two-thread process, one after another (docs/scale-out.md)."""
+LANES = 2
+"""Lanes side by side on 2 cores (`hackable-rl lanes`: one thread each)."""
 
 
 @dataclass(frozen=True)
 class Rates:
-    """Seconds of a 2-core CPU (two threads, alone) per unit of work, for one model at the study path's settings."""
+    """Seconds of one lane (one thread, beside a second lane on 2 cores) per unit of work, for one model
+    at the study path's settings."""
 
     sft_example: float
     """One worked solution through a warm-start step (forward and backward)."""
@@ -35,9 +35,11 @@ class Rates:
 
 
 MEASURED = {
-    # 2-core AMD EPYC with avx512f, torch 2 threads, alone (pipelines/smollm2_study/README.md, "Cost"):
-    # warm start 7.0 s per step of 8; GRPO step 11.1 s for 32 x 64; evaluation 34 s for 160 completions x 64.
-    "smollm2-135m-instruct": Rates(sft_example=0.875, grpo_token=11.1 / (32 * 64), eval_token=34.0 / (160 * 64), load=20.0),
+    # 2-core AMD EPYC with avx512f, the study's lanes (pipelines/smollm2_study/README.md, "Cost"): a warm
+    # start of 40 x 8 solutions about 730 s, 20 GRPO steps of 32 x 64 about 370 s, an evaluation of 1,000
+    # completions x 64 about 320 s.
+    "smollm2-135m-instruct": Rates(sft_example=730 / (40 * 8), grpo_token=370 / (20 * 32 * 64),
+                                   eval_token=320 / (1000 * 64), load=20.0),
 }
 
 
@@ -64,7 +66,7 @@ def study_cost(config: Any, replicates: int, trained_arms: int) -> StudyCost | N
     rates = MEASURED.get(config.model.source)
     if rates is None:
         return None
-    hour = 3600.0 * LANES_GAIN
+    hour = 3600.0 * LANES  # the lanes share the work
     tokens = config.generation.max_new_tokens
     evaluation = config.evaluation
     prompts = evaluation.max_prompts or config.data.test_size or 0
