@@ -230,7 +230,8 @@ def _column_mean(group: pd.DataFrame, column: str) -> float | None:
     return float(group[column].mean()) if column in group and group[column].notna().any() else None
 
 
-def payoff_lines(study_dir: Path, roles: CellRoles) -> list[str]:
+def payoff_lines(study_dir: Path, roles: CellRoles,
+                 heading: str = "## Payoff before training (64 training prompts)") -> list[str]:
     """The payoff table the study ran against (results/payoff.json), with honest work beside it: the
     exploits of the study's flawed checkers that pay more than a wrong answer somewhere."""
     path = study_dir / "payoff.json"
@@ -239,7 +240,7 @@ def payoff_lines(study_dir: Path, roles: CellRoles) -> list[str]:
     document = read_json(path)
     paying = {name for row in document["cells"] for name in row.get("paying_exploits") or ()}
     exploits = [name for name in exploits_of(list(roles.checkers)) if name in document["exploits"] and name in paying]
-    lines = ["## Payoff before training (64 training prompts)", "",
+    lines = [heading, "",
              "| cell | method | honest work | strict right | " + " | ".join(exploits) + " |",
              "| --- | --- | --- | --- | " + " | ".join("---" for _ in exploits) + " |"]
     for row in document["cells"]:

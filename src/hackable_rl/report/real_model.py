@@ -93,6 +93,17 @@ def real_model_outcomes(cells: Mapping[CellKey, dict[int, Path]], reference: str
     return outcomes
 
 
+PAYOFF_HEADING = "## Payoff before training (the payoff stage's training prompts: its `--prompts` in dvc.yaml)"
+
+
+def _noise_gap_lines(noise: str | None) -> list[str]:
+    """Random flips pay wrong answers at their rate: the noise cell's hacking gap restates accuracy."""
+    if noise is None:
+        return []
+    return ["", f"The hacking gap of cell {noise} restates its accuracy under random flips (a wrong answer is paid "
+                "at the flip rate whatever the policy does): it is not read as hacking."]
+
+
 def _small_n_lines(study_file: Path) -> list[str]:
     data = read_study_file(study_file)
     declared = data.get("primary_replicates", MIN_PRIMARY_REPLICATES)
@@ -118,7 +129,8 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
     patterns = (read_study_file(study_file).get("exploited_flaw"),) if blind else ()
     lines = [f"# {title}", "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
-             *outcomes_markdown(outcomes, []), "", *payoff_lines(Path(study_dir), cell_roles(study_file)), "",
+             *outcomes_markdown(outcomes, []), *_noise_gap_lines(noise), "",
+             *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")
