@@ -39,7 +39,8 @@ test: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q
 
 # The `slow` tests only: SmolLM2-135M from the shipped GGUF on CPU (load and generate, 2 GRPO + LoRA
-# steps with the capability gate, one full fine-tuning step); a few minutes on 2 cores. CI runs it after `test`.
+# steps with the capability gate, one full fine-tuning step, the real-model study's stages at smoke settings);
+# a few minutes on 2 cores. CI runs it after `test`.
 test-slow: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m slow
 
