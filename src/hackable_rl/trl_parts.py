@@ -61,15 +61,15 @@ class _RecordBuffer:
 
 def _gathered(records: list[GenerationRecord]) -> list[GenerationRecord]:
     """Under several processes (`accelerate launch`), every process's records on the main one and none
-    elsewhere, so the callbacks there see the whole step; with one process, `records` (a collective:
-    every process calls it at each reward call, as TRL calls the reward on each)."""
+    elsewhere (`Ranks.gather`, as `hackable-rl train` gathers them), so the callbacks there see the whole
+    step; with one process, `records`."""
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    from hackable_rl.training.ranks import Ranks
+
+    if not (dist.is_available() and dist.is_initialized()):
         return records
-    everyone: list[list[GenerationRecord] | None] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, records)
-    return [record for part in everyone for record in (part or [])] if dist.get_rank() == 0 else []
+    return Ranks(dist.get_rank(), dist.get_world_size()).gather(records)
 
 
 class VerifierReward:
