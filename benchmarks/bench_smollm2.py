@@ -10,6 +10,8 @@ process, one after the other, and then evaluate their own final adapter on the s
     study   the pipeline's params.yaml as it is (pipelines/smollm2_study: adapters on the top blocks
             only, the head on completion tokens, finished rows out of the decode, the adapter
             folded in before decoding)
+    bf16    the study's adapter evaluated again with `evaluation.dtype: bfloat16` (oneDNN's bf16
+            products on a CPU with avx512_bf16; its equal-results check: benchmarks/equal_results_bf16.py)
 
 Prints each path's seconds per GRPO step (steps 2..N; the first pays one-off set-up) split into
 generation, loss forward, backward and the rest, its evaluation's wall time, and the ratios. Run it
@@ -43,7 +45,7 @@ PARTS = ("generation", "loss forward", "backward")
 
 def _cpu_flags() -> str:
     flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0] if Path("/proc/cpuinfo").exists() else ""
-    return "avx512f" if " avx512f" in flags else "no avx512f"
+    return ", ".join(flag if f" {flag}" in flags else f"no {flag}" for flag in ("avx512f", "avx512_bf16"))
 
 
 def train_and_time(config, steps: int) -> tuple[float, dict[str, float], Path]:
@@ -144,10 +146,19 @@ def main() -> None:
         results[name] = (per_step, parts, eval_seconds)
         split = ", ".join(f"{part} {seconds:.2f}" for part, seconds in parts.items())
         print(f"{name}: GRPO step {per_step:.2f} s ({split}); evaluation {eval_seconds:.1f} s "
-              f"({outcome['completions']} completions, pass@1 {outcome['pass@1']:.3f}, greedy {outcome['greedy']:.3f})")
+              f"({_outcome(outcome)})")
+    # The study's adapter again, decoded in bfloat16 (an opt-in: benchmarks/equal_results_bf16.py).
+    bf16 = load_config(pipeline / "params.yaml", [*common, "tracking.run_name=study", "evaluation.dtype=bfloat16"])
+    bf16_eval, outcome = evaluate_and_time(bf16, adapter)
+    print(f"study + evaluation.dtype=bfloat16: evaluation {bf16_eval:.1f} s ({_outcome(outcome)})")
     (today_step, _, today_eval), (study_step, _, study_eval) = results["today"], results["study"]
-    print(f"ratio study/today: GRPO step {study_step / today_step:.3f}, evaluation {study_eval / today_eval:.3f} "
-          "(target <= 0.6 each)")
+    print(f"ratio study/today: GRPO step {study_step / today_step:.3f}, evaluation {study_eval / today_eval:.3f}, "
+          f"evaluation in bfloat16 {bf16_eval / today_eval:.3f} (target <= 0.6 each)")
+
+
+def _outcome(outcome: dict) -> str:
+    return (f"{outcome['completions']} completions, pass@1 {outcome['pass@1']:.3f}, "
+            f"greedy {outcome['greedy']:.3f}")
 
 
 if __name__ == "__main__":

@@ -148,6 +148,10 @@ def _make_models(workspace: Path) -> None:
     edited = shutil.copytree(real, workspace / "edited_vocab")
     config = json.loads((edited / "config.json").read_text())
     (edited / "config.json").write_text(json.dumps({**config, "vocab_size": 50}))
+    untemplated = shutil.copytree(real, workspace / "no_chat_template")
+    (untemplated / "chat_template.jinja").unlink(missing_ok=True)
+    settings = json.loads((untemplated / "tokenizer_config.json").read_text())
+    (untemplated / "tokenizer_config.json").write_text(json.dumps({k: v for k, v in settings.items() if k != "chat_template"}))
     small = Qwen2ForCausalLM(Qwen2Config(**{**config, "vocab_size": 100}))
     small.save_pretrained(workspace / "small_embedding")
     tokenizer.save_pretrained(workspace / "small_embedding")
@@ -310,6 +314,8 @@ CASES = [
          "edited_vocab: its weights do not have the shapes its config.json declares"),
     case("model-tokenizer-past-embedding", "eval --model small_embedding -c tinyshape.yaml",
          "tokens but the model's embedding only 100"),
+    case("model-without-chat-template", "eval --base -c tinyshape.yaml --set model.source=no_chat_template",
+         "no_chat_template: its tokenizer has no chat template"),
 ]
 
 

@@ -62,3 +62,24 @@ def test_installed_as_generate_it_takes_the_calls_it_covers_and_passes_the_rest_
     assert not covers(_config(small_tokenizer, eos=1, do_sample=True, repetition_penalty=1.3))
     penalised = _config(small_tokenizer, eos=1, do_sample=False, repetition_penalty=1.3)
     assert torch.equal(model.generate(**encoded, generation_config=penalised), small_policy.generate(**encoded, generation_config=penalised))
+
+
+@pytest.mark.parametrize(("flags", "warns"), [({"avx512_bf16": "no", "amx_bf16": "no"}, True),
+                                              ({"avx512_bf16": "yes", "amx_bf16": "no"}, False)])
+def test_bfloat16_on_a_cpu_without_bf16_products_is_named_slower(monkeypatch, caplog, flags, warns):
+    from hackable_rl.core import numerics
+    from hackable_rl.models.decoding import decoding_dtype
+
+    monkeypatch.setattr(numerics, "cpu_has_flag", flags.get)
+    with caplog.at_level("WARNING"):
+        assert decoding_dtype("bfloat16", "cpu") is torch.bfloat16
+    assert ("slower than float32" in caplog.text) is warns
+    assert decoding_dtype("float32", "cpu") is torch.float32
+
+
+def test_a_bfloat16_policy_decodes_with_the_same_row_bookkeeping(small_policy, small_tokenizer):
+    encoded = _batch(small_tokenizer)
+    config = _config(small_tokenizer, eos=small_tokenizer.vocab_size + 10, do_sample=False)
+    policy = copy.deepcopy(small_policy).to(dtype=torch.bfloat16)
+    plain, ours = policy.generate(**encoded, generation_config=config), decode(policy, **encoded, config=config)
+    assert torch.equal(plain, ours)  # greedy, no row finishes: the same bf16 forward calls, the same tokens

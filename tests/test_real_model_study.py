@@ -30,7 +30,8 @@ def _run(*args: str) -> str:
 @pytest.mark.usefixtures("fresh_logging")
 def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(project) -> None:
     study = yaml.safe_load(STUDY_FILE.read_text())
-    (project / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2}))
+    (project / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2,
+                                                                "small_n_reason": "budget: a seconds-scale test"}))
     _run("payoff", "--study", "study.yaml", "--prompts", "4", "--honest-samples", "1", "--out", "results/payoff.json",
          "--allow-unpayable")
     for seed in (0, 1):
@@ -52,3 +53,16 @@ def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(proje
     assert all(o["n_replicates"] == 2 for o in outcomes if o["diff"] is not None)
     report = (project / "reports/report.md").read_text()
     assert "**Small n: 2 replicates**" in report and "budget" in report
+
+
+@pytest.mark.usefixtures("fresh_logging")
+def test_a_bfloat16_evaluation_decodes_in_bfloat16_and_scores_every_prompt(project) -> None:
+    from hackable_rl.config.loading import load_config
+    from hackable_rl.experiments import evaluate
+
+    config = load_config(project / "params.yaml", ["evaluation.dtype=bfloat16", "evaluation.max_prompts=3",
+                                                   "evaluation.n=2", "evaluation.k=[1,2]", "tracking.enabled=false"])
+    loaded = evaluate._load_for_evaluation(evaluate.target_from_model(config, None))
+    assert {parameter.dtype for parameter in loaded.model.parameters()} == {__import__("torch").bfloat16}
+    sampled, greedy = evaluate.sample_and_score(evaluate.target_from_model(config, None))
+    assert len(sampled) == 6 and len(greedy) == 3 and all(isinstance(r["completion"], str) for r in sampled + greedy)

@@ -105,6 +105,11 @@ class ModelConfig(Section):
     """`auto`: FlashAttention-2 when importable on CUDA, else SDPA."""
     use_liger: Literal["auto", "on", "off"] = "auto"
     """Liger kernels for Llama/Qwen when importable on CUDA."""
+    prompt_format: Literal["chat", "plain"] = "chat"
+    """How a pretrained source reads a prompt: `chat`, as a user turn in its tokenizer's chat template
+    with the assistant's turn opened (an instruct model; a source without a template is refused when
+    it loads, naming this setting); `plain`, the prompt text as it is (a base model). The tiny policy
+    always reads plain text."""
 
 
 class WarmstartConfig(Section):
@@ -375,6 +380,11 @@ class EvaluationConfig(Section):
     merge_adapter: bool = False
     """Fold a LoRA adapter into its base weights before decoding (one matrix per layer instead of
     three at every decoding step); the sums round differently, so tokens may differ rarely."""
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """The policy's number type while decoding. `auto`: the loader's (bfloat16 on a GPU that has it,
+    float32 on a CPU). `bfloat16` on a CPU pays only where it has avx512_bf16 or AMX (oneDNN's bf16
+    matrix products: about half float32's evaluation time on a 2-core AVX-512 EPYC, docs/results.md)
+    and rounds otherwise than float32 and than other CPUs: an opt-in, with its equal-results check."""
     decoding: Literal["sample", "greedy"] = "sample"
     """Stochastic sampling (temperature/top_p below) or greedy decoding."""
     greedy: bool = True

@@ -69,11 +69,11 @@ def dispatch_record() -> dict[str, str | None]:
     torch = sys.modules.get("torch")
     if torch is not None:
         record["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    record["cpu_has_avx512f"] = _cpu_has_flag("avx512f")
+    record["cpu_has_avx512f"] = cpu_has_flag("avx512f")
     return record
 
 
-def _cpu_has_flag(flag: str) -> str | None:
+def cpu_has_flag(flag: str) -> str | None:
     """'yes' or 'no' from /proc/cpuinfo's flags; None where the file does not say (not Linux)."""
     try:
         text = Path("/proc/cpuinfo").read_text()

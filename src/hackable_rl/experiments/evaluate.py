@@ -144,7 +144,7 @@ class _LoadedPolicy:
 
 def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
     from hackable_rl.models.backend import policy_device
-    from hackable_rl.models.decoding import dropping_finished_rows
+    from hackable_rl.models.decoding import decoding_dtype, dropping_finished_rows
     from hackable_rl.models.loading import is_instruct_policy, load_policy, policy_backbone
     from hackable_rl.models.shared_prefix import share_prefixes
 
@@ -153,6 +153,8 @@ def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
     model, tokenizer = load_policy(config, target.policy_path, device=policy_device())
     if config.evaluation.merge_adapter and hasattr(model, "merge_and_unload"):  # a PEFT adapter
         model = model.merge_and_unload()
+    if config.evaluation.dtype != "auto":
+        model = model.to(dtype=decoding_dtype(config.evaluation.dtype, policy_device()))
     if config.evaluation.share_prompt_prefix:
         share_prefixes(policy_backbone(model))
     if config.generation.drop_finished_rows:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["covers", "decode", "dropping_finished_rows"]
+__all__ = ["covers", "decode", "decoding_dtype", "dropping_finished_rows"]
 
 _NEUTRAL = {"repetition_penalty": 1.0, "num_beams": 1, "num_return_sequences": 1, "no_repeat_ngram_size": 0}
 
@@ -109,6 +109,23 @@ def _choose(scores: torch.Tensor, warpers: list[Any], sample: bool) -> torch.Ten
     for warper in warpers:
         scores = warper(None, scores)  # none of these warpers reads the ids
     return torch.multinomial(torch.nn.functional.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+
+
+def decoding_dtype(name: str, device: str) -> torch.dtype:
+    """torch's type for `evaluation.dtype` (`float32`, `bfloat16`). Warns where bfloat16 would run on a
+    CPU without avx512_bf16 or AMX: torch then multiplies bf16 matrices in its own generic kernels,
+    slower than float32 rather than faster."""
+    import logging
+
+    from hackable_rl.core.numerics import cpu_has_flag
+
+    dtype = getattr(torch, name)
+    if dtype is torch.bfloat16 and str(device) == "cpu" and "yes" not in (cpu_has_flag("avx512_bf16"),
+                                                                          cpu_has_flag("amx_bf16")):
+        logging.getLogger(__name__).warning(
+            "evaluation.dtype bfloat16: this CPU has neither avx512_bf16 nor amx_bf16, so bf16 matrix products "
+            "run in generic kernels, slower than float32; set evaluation.dtype: auto")
+    return dtype
 
 
 def dropping_finished_rows(model: Any) -> None:

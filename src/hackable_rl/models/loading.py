@@ -386,9 +386,17 @@ def check_vocabulary(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
 
 
 def is_instruct_policy(config: ExperimentConfig, tokenizer: PreTrainedTokenizerBase) -> bool:
-    """An instruct model: a pretrained source whose tokenizer has a chat template (the tiny model is
-    trained on plain text, so its placeholder template is never applied)."""
-    return config.model.source != TINY and tokenizer.chat_template is not None
+    """Whether prompts go through the chat template: a pretrained source under `model.prompt_format:
+    chat` (the tiny model is trained on plain text, so its placeholder template is never applied).
+    Refuses a chat source whose tokenizer has no template, rather than feeding it plain text unasked."""
+    if config.model.source == TINY or config.model.prompt_format == "plain":
+        return False
+    if tokenizer.chat_template is None:
+        raise UserError(
+            f"model.source: {config.model.source}: its tokenizer has no chat template, so a prompt cannot be "
+            "put to it as a user turn; use an instruct model, or set model.prompt_format: plain to give it "
+            "the prompt text as it is (a base model)")
+    return True
 
 
 def format_prompt(tokenizer: PreTrainedTokenizerBase, prompt_text: str, is_instruct: bool) -> str:
