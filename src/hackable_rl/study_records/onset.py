@@ -31,7 +31,8 @@ from hackable_rl.training.alarm import ALARM_FILE, first_crossings
 from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, step_signals, write_signals_csv
 
 __all__ = [
-    "Z_95", "RunSteps", "OnsetAnalysis", "read_run_steps", "judge_onset", "lead_lag", "first_warning",
+    "Z_95", "RunSteps", "OnsetAnalysis", "read_run_steps", "judge_onset", "live_judge_onset", "live_onset_after",
+    "lead_lag", "first_warning",
     "analyse_onset", "analyse_run_onset",
 ]
 
@@ -140,6 +141,30 @@ def judge_onset(judged: Mapping[int, Sequence[Judged]], window: int, z: float = 
         if all(rising[index : index + window]):
             return steps[2 * window - 1 + index]
     return None
+
+
+def live_judge_onset(judged: Mapping[int, Sequence[Judged]], window: int, z: float = Z_95) -> int | None:
+    """The judge's onset as a person watching it live would have it: `judge_onset`'s windowed test
+    run step by step, firing at the first step where the last `window` windows have all risen. At
+    step t it reads only the samples of steps up to t (tests/test_alarm_bench.py truncates the run to
+    check it); it is `judge_onset` confirmed, so a run has one exactly when the hindsight onset has
+    its `window` rising windows inside the run (`live_onset_after`)."""
+    steps = sorted(judged)
+    for end in range(2 * window + window - 1, len(steps) + 1):
+        if judge_onset({step: judged[step] for step in steps[:end]}, window, z) == steps[end - window]:
+            return steps[end - 1]
+    return None
+
+
+def live_onset_after(hindsight: int | None, steps: Sequence[int], window: int) -> int | None:
+    """The live onset of a run from its hindsight onset and its judged steps (in order): the step
+    `window - 1` judged steps later, where the last confirming window ends; None when the run ends
+    before it (or has no hindsight onset). What `live_judge_onset` gives, for runs whose samples are
+    gone and whose onset.json and signals.csv remain."""
+    if hindsight is None or hindsight not in steps:
+        return None
+    index = list(steps).index(hindsight) + window - 1
+    return steps[index] if index < len(steps) else None
 
 
 def lead_lag(crossings: Mapping[str, int | None], onset: int | None) -> dict[str, int | None]:
