@@ -17,7 +17,8 @@ from hackable_rl.cli import app
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.errors import UserError
 from hackable_rl.report.alarm_bench import FALSE_ALARM_CAP, goal_met, run_alarm_bench
-from hackable_rl.report.alarm_rules import Detector, clustered_interval, first_above, statistic_series, window_statistics
+from hackable_rl.report.alarm_rules import Detector, clustered_interval, first_above, statistic_series
+from hackable_rl.training.window_test import window_statistics
 from hackable_rl.report.alarm_runs import read_study_runs
 from hackable_rl.study_records.onset import judge_onset, live_judge_onset, live_onset_after
 from hackable_rl.training.signals import StepSignals, write_signals_csv
@@ -245,3 +246,27 @@ def test_the_command_writes_json_and_markdown_and_refuses_a_missing_folder(study
     assert "| chosen |" in result.output and json.loads((out / "alarm_bench.json").read_text())["distinct_runs"] == 5
     missing = CliRunner().invoke(app, ["alarm-bench", str(tmp_path / "nowhere"), "--out", str(out), "--config", str(params)])
     assert missing.exit_code == 2 and "no such results folder" in missing.output
+
+
+def test_the_live_alarm_runs_a_chosen_rule_where_the_benchmark_fires_it():
+    """`alarm.rule` (what alarm-bench prints) fires live at the step the benchmark replays for it."""
+    from hackable_rl.training.alarm import OnsetAlarm
+
+    rng = random.Random(4)
+    history = [StepSignals(step, {"unparsable_share": max(0.0, (0.25 if step >= 30 else 0.03) + rng.gauss(0, 0.02)),
+                                  "reward": 0.4 + rng.gauss(0, 0.03)}) for step in range(1, 61)]
+    for detectors in ([Detector("unparsable_share", "window", 4.0)], [Detector("unparsable_share", "cusum", 12.0)],
+                      [Detector("reward", "cusum", 60.0), Detector("unparsable_share", "window", 5.0)]):
+        config = AlarmConfig(rule=tuple(d.name for d in detectors))
+        alarm, fired = OnsetAlarm(config), None
+        for signals in history:
+            if (firing := alarm.update(signals)) is not None:
+                fired = firing
+        replayed = [first_above(statistic_series(_History(history), d.signal, d.test, config), d.threshold) for d in detectors]
+        assert fired is not None and fired.step == min(step for step in replayed if step is not None)
+        assert fired.signal == "unparsable_share" and "unparsable_share rose" in fired.describe()
+
+
+def test_a_malformed_rule_is_refused_naming_the_form():
+    with pytest.raises(ValueError, match=r"alarm.rule: 'reward above 3' is not `<signal> cusum\|window > <threshold>`"):
+        AlarmConfig(rule=("reward above 3",))

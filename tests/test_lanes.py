@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from hackable_rl.core.errors import UserError
+from hackable_rl.experiments.lanes import outcome_line
 from hackable_rl.experiments.ray_cells import (
     CellResult,
     CellRun,
@@ -186,3 +187,18 @@ def test_a_study_file_that_redefines_a_params_key_is_one_line(tmp_path: Path) ->
     with pytest.raises(UserError) as raised:
         _outdated(tmp_path, ["a"])
     assert "cannot redefine 'report'" in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_cell_whose_inputs_came_out_unchanged_is_skipped_not_rerun(tmp_path: Path) -> None:
+    """payoff reran (a new seed joined its params) and wrote the same table: the conditions that read
+    it are checked again and skipped, while the one whose own inputs changed runs."""
+    def cell(name: str, *after: str) -> CellRun:
+        return CellRun(name, ["true"], tmp_path / f"{name}.log", tmp_path, 1, after)
+
+    cells = [cell("payoff"), cell("condition@0", "payoff"), cell("condition@3", "payoff")]
+    ray = _InlineRay({"payoff": 0, "condition@0": 0, "condition@3": 0})
+    results = run_cells(ray, cells, "token", jobs=2, retries=0, on_finish=lambda i, r: None,
+                        needed=lambda index: cells[index].name == "condition@3")
+    assert ray.submitted == ["payoff", "condition@3"]
+    assert results[1] == CellResult(0, skipped=True)
+    assert "up to date once the stages it reads had run" in outcome_line(cells[1], results[1])

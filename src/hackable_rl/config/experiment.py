@@ -462,6 +462,13 @@ class TruncationProbeConfig(Section):
     """Tokens the policy may write after the cut (the answer)."""
 
 
+def _is_number(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False
+
+
 class AlarmConfig(Section):
     """The hacking-onset alarm (`training/alarm.py`, docs/metrics.md "Hacking-onset alarm"): a CUSUM on
     each watched judge-free signal, standardised against its first steps; it fires at most once per run."""
@@ -480,7 +487,12 @@ class AlarmConfig(Section):
     votes: PositiveInt = 2
     """How many watched signals must have crossed for the alarm to fire."""
     window: PositiveInt = 10
-    """The judge onset's window in steps (`study_records/onset.py`: after a run, with the judge); the alarm has none."""
+    """The judge onset's window in steps (`study_records/onset.py`: after a run, with the judge), and the
+    windowed test's of a `rule` detector."""
+    rule: tuple[str, ...] = ()
+    """Detectors the alarm fires on, whichever crosses first: `<signal> cusum > <h>` (the CUSUM above
+    with h) or `<signal> window > <q>` (the judge's windowed test on the signal, `training/window_test.py`),
+    as `hackable-rl alarm-bench` prints its chosen rule. Empty: the vote of `signals` above."""
     stop_training: bool = False
     """Stop training at the step the alarm fires (a resumable and a permanent checkpoint are saved there)."""
     probe: TruncationProbeConfig = TruncationProbeConfig()
@@ -492,6 +504,12 @@ class AlarmConfig(Section):
             raise ValueError(f"alarm.signals: unknown {unknown}; expected {', '.join(ALARM_SIGNALS)} or pay_rate/<member>")
         if self.votes > len(self.signals):
             raise ValueError(f"alarm.votes: {self.votes} is more than the {len(self.signals)} watched signals")
+        for detector in self.rule:
+            parts = detector.split()
+            if (len(parts) != 4 or parts[1] not in ("cusum", "window") or parts[2] != ">" or not _is_number(parts[3])
+                    or (parts[0] not in ALARM_SIGNALS and not parts[0].startswith("pay_rate/"))):
+                raise ValueError(f"alarm.rule: {detector!r} is not `<signal> cusum|window > <threshold>` with a signal "
+                                 f"of {', '.join(ALARM_SIGNALS)} or pay_rate/<member>")
         return self
 
 

@@ -13,7 +13,9 @@ GPUs), so on 2 cores two one-thread cells run side by side. Each stage that exit
 dvc.lock as it ends, through DVC's own API under DVC's repository lock (`Repo.commit`, from the one
 driver thread, so two cells finishing together are committed one after the other): dvc.lock ends as
 `dvc repro` would leave it, and a later `dvc repro` reruns nothing. `dvc repro warmstart payoff`
-brings the upstream up to date first.
+brings the upstream up to date first. A stage listed only because a stage it reads was outdated is
+checked again when that one has run, and skipped when its inputs came out unchanged (a payoff table
+rewritten byte for byte after a new seed joined its params), as `dvc repro` skips it.
 
 Before anything runs, a stage whose command, dependencies and params have run before, in this
 project or in another sharing its DVC cache, is checked out from DVC's run cache and committed, as
@@ -183,12 +185,17 @@ def _run_and_record(
                     result = uncommitted[index] = CellResult(-1, f"dvc commit: {error}")
             echo(outcome_line(cells[index], result))
 
-        results = run_cells(ray, cells, uuid.uuid4().hex, jobs, retries, record)
+        def needed(index: int) -> bool:  # upstream may have rewritten its outputs byte for byte
+            return bool(repo.status(targets=[f"{Path(repo.root_dir) / 'dvc.yaml'}:{cells[index].name}"]))
+
+        results = run_cells(ray, cells, uuid.uuid4().hex, jobs, retries, record, needed)
     return [(cell, uncommitted.get(index, result)) for index, (cell, result) in enumerate(zip(cells, results, strict=True))]
 
 
 def outcome_line(cell: CellRun, result: CellResult) -> str:
     """`<stage>: ok`, or why it failed and where its log is."""
+    if result.skipped:
+        return f"{cell.name}: up to date once the stages it reads had run (their outputs did not change)"
     if result.code == 0:
         return f"{cell.name}: ok"
     why = result.error or f"exit {result.code}"

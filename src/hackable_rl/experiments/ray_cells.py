@@ -63,6 +63,8 @@ class CellResult:
     """The command's exit code; -1 when it never ran to an exit (the error says why)."""
     error: str | None = None
     """Why the task failed without an exit code (its worker died past every retry, the command was not found)."""
+    skipped: bool = False
+    """Not run: once what it waited for had run, its own inputs were as they were (`run_cells`' `needed`)."""
 
 
 # --------------------------------------------------------------------------- on a worker
@@ -136,7 +138,7 @@ def _check_answers(address: str) -> None:
 
 def run_cells(
     ray: Any, cells: Sequence[CellRun], token: str, jobs: int | None, retries: int,
-    on_finish: Callable[[int, CellResult], None],
+    on_finish: Callable[[int, CellResult], None], needed: Callable[[int], bool] | None = None,
 ) -> list[CellResult]:
     """Runs every cell as a Ray task and calls `on_finish(index, result)` as each one ends (one at a
     time, on this thread: the dvc.lock commits never overlap); returns the results in `cells` order.
@@ -144,7 +146,9 @@ def run_cells(
     A cell is submitted once every cell it waits for (`after`) has ended with exit 0; when one of them
     failed it is not run, and its result says which. A cell declares `cpus` CPUs, and one GPU where the
     cluster has GPUs: Ray runs as many at once as the resources allow (at most `jobs`, when given). It
-    is retried `retries` times when its worker or node dies."""
+    is retried `retries` times when its worker or node dies. A cell that waited for others and that
+    `needed(index)` finds up to date once they ended (they rewrote the same outputs) is not run: its
+    result is exit 0, `skipped`."""
     gpus = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
     task = ray.remote(run_cell)
     index_of = {cell.name: index for index, cell in enumerate(cells)}
@@ -156,7 +160,10 @@ def run_cells(
             if state == _WAIT or (state == _READY and len(running) >= (jobs or len(cells))):
                 continue
             waiting.remove(index)
-            if state == _READY:
+            if state == _READY and cells[index].after and needed is not None and not needed(index):
+                results[index] = CellResult(0, skipped=True)
+                on_finish(index, results[index])
+            elif state == _READY:
                 cell = cells[index]
                 options = {"name": cell.name, "num_cpus": cell.cpus, "num_gpus": gpus, "max_retries": retries,
                            "retry_exceptions": False}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 __all__ = ["bench_markdown"]
@@ -101,6 +102,9 @@ def bench_markdown(document: dict[str, Any]) -> list[str]:
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines += [_rule_line(rule) for rule in document["rules"]]
     lines += ["", _goal_line(document), ""]
+    if members := document["rules"][0]["members"]:
+        lines += [f"The chosen rule runs live with `alarm.rule: {json.dumps(members)}` in params.yaml "
+                  "(docs/metrics.md, \"Hacking-onset alarm\").", ""]
     if skipped:
         lines += [f"Skipped for a missing signal (by some rule): {len(skipped)} runs ({', '.join(skipped)}).", ""]
     lines += ["## Per study (held out)", "", *_study_lines(document), "",

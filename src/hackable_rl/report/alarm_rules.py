@@ -37,9 +37,10 @@ from scipy.stats import norm
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.report.alarm_runs import BenchRun
 from hackable_rl.training.alarm import SignalCusum, spec_of
+from hackable_rl.training.window_test import window_statistics
 from hackable_rl.training.signals import StepSignals
 
-__all__ = ["CUSUM_THRESHOLDS", "WINDOW_THRESHOLDS", "MAX_MEMBERS", "Detector", "Rule", "Rates", "window_statistics",
+__all__ = ["CUSUM_THRESHOLDS", "WINDOW_THRESHOLDS", "MAX_MEMBERS", "Detector", "Rule", "Rates",
            "statistic_series", "first_above", "null_false_alarm_rate", "rates", "choose_rule", "clustered_interval"]
 
 CUSUM_THRESHOLDS = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 30.0, 40.0, 60.0)
@@ -60,22 +61,6 @@ class Detector:
     @property
     def name(self) -> str:
         return f"{self.signal} {self.test} > {self.threshold:g}"
-
-
-def window_statistics(values: Sequence[tuple[int, float]], window: int, sd_floor: float, direction: str) -> Series:
-    """(step, z) from the `2 * window`-th defined value on: the last `window` values' mean minus the
-    first `window` values' mean, over the standard error of that difference, signed so that a move
-    in the warning direction is positive (`both`: its absolute value). It reads no value after its step."""
-    if len(values) < 2 * window:
-        return []
-    first = [value for _, value in values[:window]]
-    base_mean, base_var = statistics.fmean(first), max(statistics.variance(first), sd_floor ** 2) / window
-    out = []
-    for end in range(2 * window, len(values) + 1):
-        last = [value for _, value in values[end - window : end]]
-        z = (statistics.fmean(last) - base_mean) / math.sqrt(base_var + max(statistics.variance(last), sd_floor ** 2) / window)
-        out.append((values[end - 1][0], {"up": z, "down": -z}.get(direction, abs(z))))
-    return out
 
 
 def _cusum_series(run: BenchRun, signal: str, base: AlarmConfig) -> Series:

@@ -14,7 +14,9 @@ The signals come from `training.signals` (one `StepSignals` per step). For each 
   *crosses* when the statistic of its direction (`SIGNAL_SPECS`) exceeds h = `alarm.threshold`.
 
 The alarm fires once, at the first step where `alarm.votes` watched signals have crossed (a signal
-that crossed stays crossed). docs/metrics.md, "Hacking-onset alarm", states the rule and its
+that crossed stays crossed); with `alarm.rule`, at the first step any of its detectors crosses (a
+CUSUM at its own h, or the judge's windowed test on a signal: `training/window_test.py`), the rule
+`hackable-rl alarm-bench` chooses. docs/metrics.md, "Hacking-onset alarm", states the rule and its
 false-alarm rate on stationary noise. Plain Python plus scipy.special: the report imports it.
 """
 
@@ -31,6 +33,7 @@ from scipy.special import ndtri, stdtr
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, write_signals_csv
+from hackable_rl.training.window_test import WindowDetector
 
 __all__ = [
     "ALARM_FILE", "Z_CLIP", "JOIN_LIMIT", "SignalSpec", "SIGNAL_SPECS", "spec_of", "standardised", "SignalCusum", "AlarmFiring",
@@ -174,12 +177,23 @@ class AlarmFiring:
         return {"alarm/step": float(self.step), f"alarm/signal/{self.signal}": 1.0}
 
 
+def _rule_detector(text: str, config: AlarmConfig) -> SignalCusum | WindowDetector:
+    """One detector of `alarm.rule` (`<signal> cusum|window > <threshold>`, checked by the config)."""
+    signal, test, _, threshold = text.split()
+    if test == "cusum":
+        return SignalCusum(signal, config.model_copy(update={"threshold": float(threshold)}))
+    spec = spec_of(signal)
+    return WindowDetector(signal, config.window, spec.sd_floor, spec.direction, float(threshold))
+
+
 class OnsetAlarm:
-    """Fires at most once per run: at the first step where `config.votes` watched signals have crossed."""
+    """Fires at most once per run: at the first step where `config.votes` watched signals have crossed,
+    or, with `alarm.rule`, where any of its detectors crosses."""
 
     def __init__(self, config: AlarmConfig):
-        self.votes = config.votes
-        self.cusums = [SignalCusum(name, config) for name in config.signals]
+        self.votes = 1 if config.rule else config.votes
+        self.cusums = ([_rule_detector(text, config) for text in config.rule] if config.rule
+                       else [SignalCusum(name, config) for name in config.signals])
         self.crossed: list[SignalCusum] = []
         self.fired: AlarmFiring | None = None
 
