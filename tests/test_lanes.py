@@ -202,3 +202,18 @@ def test_a_cell_whose_inputs_came_out_unchanged_is_skipped_not_rerun(tmp_path: P
     assert ray.submitted == ["payoff", "condition@3"]
     assert results[1] == CellResult(0, skipped=True)
     assert "up to date once the stages it reads had run" in outcome_line(cells[1], results[1])
+
+
+def test_a_cell_removes_its_outputs_before_its_command_runs_as_dvc_repro_does(tmp_path: Path) -> None:
+    """A folder output left by an earlier design (an arm now found identical writes only condition.json)
+    holds only what this run wrote."""
+    from hackable_rl.experiments.ray_cells import run_cell
+
+    out = tmp_path / "results" / "k3" / "robust-s0"
+    out.mkdir(parents=True)
+    (out / "curve.csv").write_text("step\n1\n")
+    command = [sys.executable, "-c", "import pathlib; p = pathlib.Path('results/k3/robust-s0'); p.mkdir(parents=True, "
+               "exist_ok=True); (p / 'condition.json').write_text('{}')"]
+    cell = CellRun("condition@k3-robust-0", command, tmp_path / "log.txt", tmp_path, 1, (), (out,))
+    assert run_cell(cell, "token") == 0
+    assert sorted(path.name for path in out.iterdir()) == ["condition.json"]

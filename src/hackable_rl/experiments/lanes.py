@@ -82,8 +82,9 @@ def _with_downstream(graph, stages: list, chosen: set[str]) -> set[str]:
 def _cell(stage, log_dir: Path, after: tuple[str, ...]) -> CellRun:
     if not isinstance(stage.cmd, str):
         raise UserError(f"lanes: stage {stage.name} has a list of commands; lanes runs stages with one `cmd`")
+    outs = tuple(Path(out.fs_path) for out in stage.outs if not out.persist)
     return CellRun(stage.name, shlex.split(stage.cmd), log_dir / f"{stage.name}.log", Path(stage.wdir),
-                   _threads(stage), after)
+                   _threads(stage), after, outs)
 
 
 def _threads(stage) -> float:

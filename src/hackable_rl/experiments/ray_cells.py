@@ -19,6 +19,7 @@ Ray is imported here only: the default install does not need it (`pip install 'h
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Sequence
@@ -50,6 +51,9 @@ class CellRun:
     after: tuple[str, ...] = ()
     """Names of the cells of the same run whose outputs this one reads: it starts once they have ended
     with exit 0, and does not run when one of them failed."""
+    outs: tuple[Path, ...] = ()
+    """The stage's outputs that DVC removes before it runs the command (all but `persist: true` ones):
+    removed here too, so a folder output holds only what this run wrote."""
 
     @property
     def pid_file(self) -> Path:
@@ -75,6 +79,8 @@ def run_cell(cell: CellRun, token: str) -> int:
     retried = _earlier_attempt(cell.pid_file, token)
     cell.log.parent.mkdir(parents=True, exist_ok=True)
     cell.pid_file.write_text(f"{token} {os.getpid()}\n", encoding="utf-8")
+    if not retried:  # as `dvc repro` does: nothing of an earlier run of the stage stays among its outputs
+        _remove_outs(cell.outs)
     env = os.environ | ({RESUME_ENV: "auto"} if retried else {})
     with cell.log.open("a" if retried else "w", encoding="utf-8") as log:  # a retry keeps the killed attempt's log
         if retried:
@@ -83,6 +89,14 @@ def run_cell(cell: CellRun, token: str) -> int:
         process = subprocess.Popen(cell.command, cwd=cell.cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    preexec_fn=die_with_parent)  # a killed worker takes its command along
         return process.wait()
+
+
+def _remove_outs(outs: tuple[Path, ...]) -> None:
+    for out in outs:
+        if out.is_dir() and not out.is_symlink():
+            shutil.rmtree(out)
+        elif out.exists() or out.is_symlink():
+            out.unlink()
 
 
 def _earlier_attempt(pid_file: Path, token: str) -> bool:

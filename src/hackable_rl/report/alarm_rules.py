@@ -223,4 +223,5 @@ def clustered_interval(hits: Mapping[str, tuple[int, int]], confidence: float = 
 def _wilson(rate: float, n: float, z: float) -> tuple[float, float]:
     centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, float(centre - half)), min(1.0, float(centre + half))
+    low, high = max(0.0, float(centre - half)), min(1.0, float(centre + half))
+    return (0.0 if rate == 0 else low), (1.0 if rate == 1 else high)  # the bound a count of 0 (or all) touches, exactly

@@ -1,0 +1,32 @@
+"""Every committed study's results folder holds what its stages write and nothing an earlier design
+left (`study_records.stale`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hackable_rl.study_records.stale import stale_results
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDIES = sorted(path.parent for path in (ROOT / "pipelines").glob("*/dvc.lock") if (path.parent / "results").is_dir())
+
+
+@pytest.mark.parametrize("study", STUDIES, ids=[study.name for study in STUDIES])
+def test_a_committed_study_holds_no_stale_result(study: Path) -> None:
+    assert stale_results(study) == []
+
+
+def test_a_folder_no_stage_owns_and_a_curve_beside_an_untrained_arm_are_stale(tmp_path: Path) -> None:
+    (tmp_path / "dvc.lock").write_text(
+        "schema: '2.0'\nstages:\n  condition@k3-baseline-0:\n    outs:\n    - path: results/k3/baseline-s0\n"
+        "  condition@k3-robust-0:\n    outs:\n    - path: results/k3/robust-s0\n")
+    for name, status in (("baseline-s0", "ok"), ("robust-s0", "identical"), ("old_method-s0", "ok")):
+        folder = tmp_path / "results" / "k3" / name
+        folder.mkdir(parents=True)
+        (folder / "condition.json").write_text(json.dumps({"status": status}))
+        (folder / "curve.csv").write_text("step\n")
+    assert stale_results(tmp_path) == ["results/k3/old_method-s0", "results/k3/old_method-s0/condition.json",
+                                       "results/k3/old_method-s0/curve.csv", "results/k3/robust-s0/curve.csv"]
