@@ -63,3 +63,23 @@ def test_holm_adjusts_step_down_and_keeps_order():
     assert adjusted == pytest.approx({"a": 0.03, "b": 0.06, "c": 0.06, "d": None})
     assert holm({"only": 0.2}) == {"only": 0.2}
     assert holm({"x": 0.6, "y": 0.7}) == pytest.approx({"x": 1.0, "y": 1.0})
+
+
+def test_a_bounded_interval_stays_in_range_and_covers_as_the_t_interval_does_at_five_replicates():
+    """Exploit shares near 1 against a base near 0 (the positive control's shape): per-replicate
+    differences from Beta draws, n = 5. The cut interval never leaves [-1, 1], and it covers the true
+    difference exactly as often as the uncut t-interval (cutting to the range never drops the truth)."""
+    from hackable_rl.evaluation.replicates import difference_bounds
+
+    rng = np.random.default_rng(5)
+    true_a, true_b, runs = 0.9, 0.06, 2000
+    covered = covered_cut = 0
+    for _ in range(runs):
+        a = rng.beta(9 * 4, 1 * 4, size=(5, 1))
+        b = rng.beta(0.6 * 4, 9.4 * 4, size=(5, 1))
+        plain, cut = replicate_interval(a - b), replicate_interval(a - b, difference_bounds("exploit_share"))
+        assert -1.0 <= cut.ci_low <= cut.ci_high <= 1.0 and -1.0 <= cut.ci90_low <= cut.ci90_high <= 1.0
+        covered += plain.ci_low <= true_a - true_b <= plain.ci_high
+        covered_cut += cut.ci_low <= true_a - true_b <= cut.ci_high
+    assert covered_cut == covered and covered / runs >= 0.93
+    assert difference_bounds("hacking_gap") == (-2.0, 2.0) and difference_bounds("pass_at_1") == (-1.0, 1.0)

@@ -37,7 +37,7 @@ import numpy as np
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_jsonl, write_json, write_jsonl
 from hackable_rl.evaluation.metrics import reward_metrics
-from hackable_rl.evaluation.replicates import INTERVAL_METHOD, ReplicateInterval, holm, replicate_interval
+from hackable_rl.evaluation.replicates import INTERVAL_METHOD, ReplicateInterval, difference_bounds, holm, replicate_interval
 
 PROMPTS_FILE = "prompts.jsonl"
 BOOTSTRAP_REPLICATES = 10_000
@@ -322,7 +322,7 @@ def compare_matrix(metric: str, differences: np.ndarray, n_samples: int, margin:
                    seed: int = 0) -> Comparison:
     """The comparison of an [S, P] matrix of paired differences: the t-interval across its S
     replicates, the conditional prompt bootstrap beside it and, with a `margin`, the TOST."""
-    interval = replicate_interval(differences)
+    interval = replicate_interval(differences, difference_bounds(metric))
     equivalence = None if margin is None else equivalence_of(interval, margin)
     return Comparison(
         metric, interval.diff, interval.ci_low, interval.ci_high, differences.shape[1], n_samples,

@@ -71,9 +71,24 @@ def t_interval(values: np.ndarray, confidence: float) -> tuple[float, float]:
     return centre - float(half), centre + float(half)
 
 
-def replicate_interval(differences: np.ndarray) -> ReplicateInterval:
+def difference_bounds(metric: str) -> tuple[float, float]:
+    """The range a paired difference of `metric` can take: a share, rate or accuracy lies in [0, 1], so
+    the difference of two in [-1, 1]; a hacking gap (a reward minus a correctness, in [-1, 1]) gives
+    differences in [-2, 2]."""
+    return (-2.0, 2.0) if "gap" in metric else (-1.0, 1.0)
+
+
+def _bounded(low: float, high: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """The interval cut to the range the quantity can take. Its coverage is the t-interval's: the true
+    difference lies in the range, so it is inside the cut interval exactly when inside the uncut one
+    (tests/test_replicates.py simulates it at n = 5)."""
+    return (low, high) if bounds is None else (max(low, bounds[0]), min(high, bounds[1]))
+
+
+def replicate_interval(differences: np.ndarray, bounds: tuple[float, float] | None = None) -> ReplicateInterval:
     """The interval of an [S, P] matrix of paired differences (S replicates, P shared prompts): one
-    difference per replicate (its mean over the prompts), then the t-interval over the S of them."""
+    difference per replicate (its mean over the prompts), then the t-interval over the S of them, cut
+    to `bounds` (`difference_bounds` of the metric) where given."""
     per_replicate = differences.mean(axis=1)  # [S]
     values = tuple(float(value) for value in per_replicate)
     if len(values) < 2:
@@ -83,8 +98,8 @@ def replicate_interval(differences: np.ndarray) -> ReplicateInterval:
         centre = values[0]
         p_value = 1.0 if centre == 0 else 0.0
         return ReplicateInterval(centre, values, 0.0, centre, centre, centre, centre, p_value)
-    low, high = t_interval(per_replicate, 0.95)
-    low90, high90 = t_interval(per_replicate, 0.90)
+    low, high = _bounded(*t_interval(per_replicate, 0.95), bounds)
+    low90, high90 = _bounded(*t_interval(per_replicate, 0.90), bounds)
     p_value = float(scipy_stats.ttest_1samp(per_replicate, 0.0).pvalue)
     return ReplicateInterval(float(per_replicate.mean()), values, sd, low, high, low90, high90, p_value)
 

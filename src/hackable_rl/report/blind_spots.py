@@ -26,7 +26,7 @@ import pandas as pd
 
 from hackable_rl.core.jsonl import read_json
 from hackable_rl.core.registry import METHODS
-from hackable_rl.evaluation.replicates import replicate_interval
+from hackable_rl.evaluation.replicates import difference_bounds, replicate_interval
 from hackable_rl.experiments.cells import CellRoles, cell_roles
 from hackable_rl.experiments.exploits import pattern_column
 from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
@@ -145,7 +145,7 @@ def gap_growth(curves: Mapping[int, pd.DataFrame], column: str, seed: int = 0) -
     first = float(np.mean([start.mean() for start, _ in tenths]))
     last = float(np.mean([end.mean() for _, end in tenths]))
     growths = np.asarray([[end.mean() - start.mean()] for start, end in tenths])  # [S, 1]
-    interval = replicate_interval(growths)
+    interval = replicate_interval(growths, difference_bounds(column))  # a growth is a difference of the column
     return (first, last), Paired(last - first, interval.ci_low, interval.ci_high, len(tenths), 0,
                                  per_seed=interval.per_replicate, sd=interval.sd, p_value=interval.p_value)
 

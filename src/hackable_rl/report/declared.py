@@ -8,8 +8,9 @@ a missing condition, no shared prompt), then `n_replicates`, `per_replicate`, `i
 
 The declared outcomes of a study are its family: Holm's correction runs over every outcome whose
 target asks for a detected difference (an equivalence target is judged by its own TOST instead), and
-`met_after_holm` is `met` with the difference still detected at 5% after the adjustment. Both the
-raw and the adjusted verdicts are reported; headlines use the adjusted one.
+`met_after_holm` is `met` with the difference still detected at 5% after the adjustment (null on a
+secondary row: it is not adjusted, so it has no verdict after Holm). Both the raw and the adjusted
+verdicts are reported; headlines use the adjusted one.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
     adjusted = holm(tested)
     return [replace(o, p_holm=adjusted[o.comparison], met_after_holm=None if o.met is None
                     else o.met and adjusted[o.comparison] < 0.05)
-            if o.in_family else replace(o, met_after_holm=None if o.identical else o.met) for o in outcomes]
+            if o.in_family else replace(o, met_after_holm=None if o.identical or o.secondary else o.met)
+            for o in outcomes]  # a secondary row is not adjusted: it has no verdict after Holm to copy
 
 
 def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
@@ -215,7 +217,8 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
              "verdict after Holm |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in with_holm(outcomes):
-        after = _verdict(o) if o.identical else {True: "met", False: "not met", None: "undefined"}[o.met_after_holm]
+        after = (_verdict(o) if o.identical else "not adjusted (secondary)" if o.secondary
+                 else {True: "met", False: "not met", None: "undefined"}[o.met_after_holm])
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
     identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical})
@@ -223,7 +226,7 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
     return lines + ["", f"Holm's family is the declared one ({', '.join(family)}): the correction adjusts the p-values of "
                         "every distinct comparison under those names whose target asks for a detected difference "
                         "(equivalence targets are judged by their TOST; a comparison declared twice counts once). "
-                        "Outcomes outside it are secondary and keep their raw verdict.",
+                        "Outcomes outside it are secondary: their raw verdict stands, and they are not adjusted.",
                     *(["", f"Identical by construction (every seed's difference exactly 0; listed, never tested): "
                         f"{'; '.join(identical)}."] if identical else [])]
 

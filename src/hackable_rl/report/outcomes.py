@@ -30,7 +30,7 @@ from hackable_rl.evaluation.paired import (
     equivalence_of,
     read_prompt_results,
 )
-from hackable_rl.evaluation.replicates import ONE_REPLICATE, replicate_interval
+from hackable_rl.evaluation.replicates import ONE_REPLICATE, difference_bounds, replicate_interval
 from hackable_rl.report.conditions import CONTROL_PREFIX, ONE_WARM_START, method_label
 from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import (
@@ -134,7 +134,7 @@ def paired(a: Mapping[int, Path], b: Mapping[int, Path], metric: str, margin: fl
     if not shared:
         return None
     differences = np.asarray([[x[p] - y[p] for p in shared] for x, y in tables], dtype=float)
-    interval = replicate_interval(differences)
+    interval = replicate_interval(differences, difference_bounds(metric))
     equivalence = None if margin is None else equivalence_of(interval, margin)
     return Paired(interval.diff, interval.ci_low, interval.ci_high, len(seeds), len(shared), equivalence,
                   interval.per_replicate, interval.sd, interval.p_value, conditional_ci(differences))
