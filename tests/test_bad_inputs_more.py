@@ -314,6 +314,12 @@ CASES = [
          "edited_vocab: its weights do not have the shapes its config.json declares"),
     case("model-tokenizer-past-embedding", "eval --model small_embedding -c tinyshape.yaml",
          "tokens but the model's embedding only 100"),
+    # ---- the command-line parser's own errors, in the one-line form (no framed box)
+    case("parser-unknown-option", "train --bogus", "No such option: --bogus"),
+    case("parser-value-not-an-int", "eval --step abc", "Invalid value for '--step'"),
+    case("parser-unknown-command", "trian", "No such command 'trian'"),
+    case("parser-top-level-option", "--bogus validate", "No such option: --bogus"),
+    case("parser-missing-value", "validate --config", "Option '--config' requires an argument"),
     case("model-without-chat-template", "eval --base -c tinyshape.yaml --set model.source=no_chat_template",
          "no_chat_template: its tokenizer has no chat template"),
 ]

@@ -23,6 +23,10 @@ _PATH_ERRORS = (OSError,)
 
 _state = {"debug": False}
 
+# The parser's error class. Typer (>= 0.29) carries its own copy of Click, whose classes it does not
+# export by name; BadParameter, which it does export, is one of its usage errors.
+_UsageError = typer.BadParameter.__mro__[1]
+
 
 def show_tracebacks(debug: bool) -> None:
     """`--debug`: user mistakes keep their traceback too."""
@@ -66,7 +70,22 @@ class UserErrorCommands(TyperGroup):
     call (a path a command writes, a check in its body) still ends as one line and exit code 2."""
 
     def invoke(self, ctx: typer.Context) -> Any:
-        return run_user_action(lambda: super(UserErrorCommands, self).invoke(ctx))
+        return run_user_action(lambda: _parsed(lambda: super(UserErrorCommands, self).invoke(ctx)))
+
+    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+        """The top-level options' parser errors (`hackable-rl --bogus`) in the same one-line form."""
+        return run_user_action(lambda: _parsed(lambda: super(UserErrorCommands, self).make_context(*args, **kwargs)))
+
+
+def _parsed(action: Callable[[], Any]) -> Any:
+    """A command-line parser error (an unknown option or command, a value of the wrong type, a missing
+    argument) in the project's one-line form, naming the command and where its help is, instead of
+    the framed box Typer draws."""
+    try:
+        return action()
+    except _UsageError as error:
+        where = error.ctx.command_path if error.ctx is not None else "hackable-rl"
+        raise UserError(f"{where}: {error.format_message()} (see `{where} --help`)") from None
 
 
 def check_range(option: str, value: float, low: float, high: float) -> None:
