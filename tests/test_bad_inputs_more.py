@@ -320,6 +320,10 @@ CASES = [
     case("parser-unknown-command", "trian", "No such command 'trian'"),
     case("parser-top-level-option", "--bogus validate", "No such option: --bogus"),
     case("parser-missing-value", "validate --config", "Option '--config' requires an argument"),
+    case("seeds-command-sets-seed", "seeds --seeds 0,1 -- validate -c plain.yaml --set seed=3",
+         "seeds: the command after -- sets seed"),
+    case("set-key-given-twice", "validate -c plain.yaml --set seed=1 --set seed=2",
+         "seed is set twice ('seed=1', then 'seed=2'); give each key once"),
     case("model-without-chat-template", "eval --base -c tinyshape.yaml --set model.source=no_chat_template",
          "no_chat_template: its tokenizer has no chat template"),
 ]

@@ -12,9 +12,22 @@ from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.scoring.extensions import load_resolved
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="params YAML file.")]
+def _one_value_per_key(values: list[str] | None) -> list[str] | None:
+    """A key given twice on one command line is refused (which value was meant is not for the tool to
+    guess; a later one silently winning hides a typo in the earlier)."""
+    seen: dict[str, str] = {}
+    for text in values or []:
+        key = text.split("=", 1)[0].strip()
+        if key in seen:
+            raise typer.BadParameter(f"{key} is set twice ({seen[key]!r}, then {text!r}); give each key once")
+        seen[key] = text
+    return values
+
+
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", "-s", help="Override one value, e.g. --set corruption.rate=0.4 (repeatable)."),
+    typer.Option("--set", "-s", callback=_one_value_per_key,
+                 help="Override one value, e.g. --set corruption.rate=0.4 (repeatable, each key once)."),
 ]
 
 

@@ -40,12 +40,20 @@ def seed_runs(args: list[str], seeds: list[int], parallel: int, log_dir: Path) -
     if len(set(seeds)) != len(seeds):
         raise UserError(f"seeds --seeds: {seeds} repeats a seed")
     threads = max(1, (os.cpu_count() or 1) // min(parallel, len(seeds)))
+    given = _set_keys(args)
+    if "seed" in given:
+        raise UserError("seeds: the command after -- sets seed; seeds sets each run's own (drop that --set)")
     runs = []
     for seed in seeds:
-        command = [sys.executable, "-m", "hackable_rl", *_per_seed_folders(args, seed)]
-        command += ["--set", f"seed={seed}", "--set", f"torch_threads={threads}"]
+        command = [sys.executable, "-m", "hackable_rl", *_per_seed_folders(args, seed), "--set", f"seed={seed}"]
+        command += [] if "torch_threads" in given else ["--set", f"torch_threads={threads}"]  # the user's wins
         runs.append(SeedRun(seed, command, log_dir / f"{args[0]}-s{seed}.log"))
     return runs
+
+
+def _set_keys(args: list[str]) -> set[str]:
+    """The keys the command's own `--set`/`-s` options give."""
+    return {value.split("=", 1)[0].strip() for option, value in zip(args, args[1:]) if option in ("--set", "-s")}
 
 
 def _per_seed_folders(args: list[str], seed: int) -> list[str]:
