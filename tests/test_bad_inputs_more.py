@@ -28,6 +28,7 @@ RUN_INFO = {"created_by": "hackable-rl", "kind": "train", "status": "running"}
 FILES: dict[str, str | bytes] = {
     # params files
     "plain.yaml": TRACKING_OFF,
+    "merge_twice.yaml": TRACKING_OFF + "trainer:\n  <<: {max_steps: 5}\n  max_steps: 7\n",
     "tracked.yaml": "storage: {cache_dir: cache}\n",
     "arith.yaml": TRACKING_OFF + ARITH,
     "tinyshape.yaml": TRACKING_OFF + ARITH + TINY_SHAPE,
@@ -322,6 +323,8 @@ CASES = [
     case("parser-missing-value", "validate --config", "Option '--config' requires an argument"),
     case("seeds-command-sets-seed", "seeds --seeds 0,1 -- validate -c plain.yaml --set seed=3",
          "seeds: the command after -- sets seed"),
+    case("yaml-merge-sets-a-key-twice", "validate -c merge_twice.yaml",
+         "merge_twice.yaml:"),
     case("set-key-given-twice", "validate -c plain.yaml --set seed=1 --set seed=2",
          "seed is set twice ('seed=1', then 'seed=2'); give each key once"),
     case("model-without-chat-template", "eval --base -c tinyshape.yaml --set model.source=no_chat_template",

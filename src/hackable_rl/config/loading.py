@@ -101,8 +101,8 @@ class ConfigLoader(yaml.SafeLoader):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` keys may be overridden
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, bool):  # YAML 1.1 reads `on:`, `yes:`, `no:` as keys true and false
@@ -114,7 +114,29 @@ class ConfigLoader(yaml.SafeLoader):
                 problem = f"duplicate key {key!r} (first given on line {first_line[key]}); YAML would keep only the last value"
                 raise RefusedYAML(None, None, problem, key_node.start_mark)
             first_line[key] = key_node.start_mark.line + 1
+        self._refuse_merged_twice(node, first_line)
         return super().construct_mapping(node, deep)
+
+    def _refuse_merged_twice(self, node: yaml.MappingNode, first_line: dict[Any, int]) -> None:
+        """A key a merge (`<<: *base`, `<<: [*a, *b]`) brings in that the mapping also gives, or that two
+        merged mappings both give: YAML keeps one value without a word, so it is refused, with both lines."""
+        for key_node, value_node in node.value:
+            if key_node.tag != "tag:yaml.org,2002:merge":
+                continue
+            merged = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for mapping in merged:
+                if not isinstance(mapping, yaml.MappingNode):
+                    continue  # not a mapping: SafeConstructor refuses the merge below
+                for inner_key, _ in mapping.value:
+                    if inner_key.tag == "tag:yaml.org,2002:merge" or not isinstance(inner_key, yaml.ScalarNode):
+                        continue
+                    key = self.construct_object(inner_key, deep=True)
+                    if key in first_line:
+                        problem = (f"key {key!r} is set twice: on line {first_line[key]} and by the merge on line "
+                                   f"{key_node.start_mark.line + 1} (from line {inner_key.start_mark.line + 1}); "
+                                   "YAML would keep one without a word")
+                        raise RefusedYAML(None, None, problem, key_node.start_mark)
+                    first_line[key] = inner_key.start_mark.line + 1
 
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
