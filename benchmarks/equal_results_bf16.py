@@ -73,7 +73,7 @@ def compare(results: dict[tuple[int, str], dict], seeds: list[int], margin: floa
         rows["pass_at_1"].append([np.mean(bf16[i]["correct"]) - np.mean(plain[i]["correct"]) for i in ids])
         rows["greedy_accuracy"].append([bf16[i]["greedy_correct"] - plain[i]["greedy_correct"] for i in ids])
         same_greedy += sum(bf16[i]["greedy"] == plain[i]["greedy"] for i in ids)
-        same_sampled += sum(a == b for i in ids for a, b in zip(bf16[i]["sampled"], plain[i]["sampled"]))
+        same_sampled += sum(a == b for i in ids for a, b in zip(bf16[i]["sampled"], plain[i]["sampled"], strict=True))
         total_sampled += sum(len(plain[i]["sampled"]) for i in ids)
     out = {"seeds": seeds, "prompts": len(ids), "margin": margin,
            "identical_greedy_share": same_greedy / (len(ids) * len(seeds)),

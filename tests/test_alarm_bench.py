@@ -18,10 +18,10 @@ from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.errors import UserError
 from hackable_rl.report.alarm_bench import FALSE_ALARM_CAP, goal_met, run_alarm_bench
 from hackable_rl.report.alarm_rules import Detector, clustered_interval, first_above, statistic_series
-from hackable_rl.training.window_test import window_statistics
 from hackable_rl.report.alarm_runs import read_study_runs
 from hackable_rl.study_records.onset import judge_onset, live_judge_onset, live_onset_after
 from hackable_rl.training.signals import StepSignals, write_signals_csv
+from hackable_rl.training.window_test import window_statistics
 
 STUDY = """hacking_definition:
   rule: live_judge

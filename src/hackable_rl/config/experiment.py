@@ -26,6 +26,7 @@ from hackable_rl.core.bounds import (
     Probability,
     Seed,
     Temperature,
+    ThreadCount,
     TimeoutSeconds,
     UnitFloat,
     at_least,
@@ -519,7 +520,7 @@ class AlarmConfig(Section):
 class ExperimentConfig(Section):
     seed: Seed = 0
     """Seeds Python, NumPy, torch, data generation and (unless overridden) corruption: in [0, 2**32 - 1]."""
-    torch_threads: PositiveInt | None = None
+    torch_threads: ThreadCount | None = None
     """CPU threads torch uses in this process (null: torch's default, one per core). Two runs side by
     side on 2 cores want 1 each; oversubscribing threads is far slower than running one at a time."""
     method: str = "baseline"

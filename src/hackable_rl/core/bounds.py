@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, StrictInt
 
 __all__ = [
+    "COUNT_MAX",
     "FiniteFloat",
     "NonNegativeFloat",
     "NonNegativeInt",
@@ -20,6 +21,7 @@ __all__ = [
     "Probability",
     "Seed",
     "Temperature",
+    "ThreadCount",
     "TimeoutSeconds",
     "UnitFloat",
     "at_least",
@@ -58,8 +60,26 @@ Probability = Annotated[float, _FINITE, in_range(0.0, 1.0)]
 """A float in [0, 1]."""
 NonNegativeFloat = Annotated[float, _FINITE, at_least(0.0)]
 """A finite float >= 0."""
-PositiveInt = Annotated[int, at_least(1)]
-NonNegativeInt = Annotated[int, at_least(0)]
+COUNT_MAX = 2**31 - 1
+"""The largest count a field takes: torch and NumPy index with 32-bit signed integers on some paths, so
+a larger step count, batch or size would end deep inside them (or in a hang allocating for it)."""
+
+
+def _count_at_most(value: int) -> int:
+    if value > COUNT_MAX:
+        raise ValueError(f"{value} is more than {COUNT_MAX:,} (2**31 - 1, the largest count torch and NumPy index)")
+    return value
+
+
+PositiveInt = Annotated[int, at_least(1), AfterValidator(_count_at_most)]
+"""A count of at least 1 and at most COUNT_MAX."""
+NonNegativeInt = Annotated[int, at_least(0), AfterValidator(_count_at_most)]
+"""A count of at least 0 and at most COUNT_MAX."""
+
+THREADS_MAX = 1024
+ThreadCount = Annotated[int, in_range(1, THREADS_MAX)]
+"""Threads (or processes) for one machine: 1 to 1,024, more than the cores of any machine this runs on;
+torch asked for millions of threads allocates for them and hangs."""
 
 SEED_MAX = 2**32 - 1
 

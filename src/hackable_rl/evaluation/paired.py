@@ -37,7 +37,13 @@ import numpy as np
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_jsonl, write_json, write_jsonl
 from hackable_rl.evaluation.metrics import reward_metrics
-from hackable_rl.evaluation.replicates import INTERVAL_METHOD, ReplicateInterval, difference_bounds, holm, replicate_interval
+from hackable_rl.evaluation.replicates import (
+    INTERVAL_METHOD,
+    ReplicateInterval,
+    difference_bounds,
+    holm,
+    replicate_interval,
+)
 
 PROMPTS_FILE = "prompts.jsonl"
 BOOTSTRAP_REPLICATES = 10_000

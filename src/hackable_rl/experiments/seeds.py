@@ -53,7 +53,7 @@ def seed_runs(args: list[str], seeds: list[int], parallel: int, log_dir: Path) -
 
 def _set_keys(args: list[str]) -> set[str]:
     """The keys the command's own `--set`/`-s` options give."""
-    return {value.split("=", 1)[0].strip() for option, value in zip(args, args[1:]) if option in ("--set", "-s")}
+    return {value.split("=", 1)[0].strip() for option, value in zip(args[:-1], args[1:], strict=True) if option in ("--set", "-s")}
 
 
 def _per_seed_folders(args: list[str], seed: int) -> list[str]:

@@ -24,7 +24,6 @@ Writes alarm_bench.json and alarm_bench.md (`report.alarm_markdown`). Plain Pyth
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import defaultdict
 from pathlib import Path
@@ -34,7 +33,15 @@ from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.jsonl import write_json
 from hackable_rl.report.alarm_markdown import bench_markdown
 from hackable_rl.report.alarm_rules import (
-    MAX_MEMBERS, TESTS, Detector, Rule, choose_rule, clustered_interval, first_above, null_false_alarm_rate, rates,
+    MAX_MEMBERS,
+    TESTS,
+    Detector,
+    Rule,
+    choose_rule,
+    clustered_interval,
+    first_above,
+    null_false_alarm_rate,
+    rates,
     statistic_series,
 )
 from hackable_rl.report.alarm_runs import BenchRun, distinct_runs, read_declaration, read_study_runs
@@ -74,19 +81,24 @@ def _signals(runs: list[BenchRun]) -> tuple[str, ...]:
 
 
 class _Firing:
-    """Detector -> run key -> first crossing, each run's statistic computed once per signal and test."""
+    """Detector -> run key -> first crossing, each run's statistic computed once per signal and test
+    (kept for the life of one benchmark)."""
 
     def __init__(self, runs: list[BenchRun], base: AlarmConfig):
         self.runs, self.base = runs, base
+        self._series: dict[tuple[str, str], dict[str, list[tuple[int, float]]]] = {}
+        self._fired: dict[Detector, dict[str, int | None]] = {}
 
-    @functools.cache
     def series(self, signal: str, test: str) -> dict[str, list[tuple[int, float]]]:
-        return {run.key: statistic_series(run, signal, test, self.base) for run in self.runs}
+        if (signal, test) not in self._series:
+            self._series[signal, test] = {run.key: statistic_series(run, signal, test, self.base) for run in self.runs}
+        return self._series[signal, test]
 
-    @functools.cache
     def __call__(self, detector: Detector) -> dict[str, int | None]:
-        return {key: first_above(series, detector.threshold)
-                for key, series in self.series(detector.signal, detector.test).items()}
+        if detector not in self._fired:
+            self._fired[detector] = {key: first_above(series, detector.threshold)
+                                     for key, series in self.series(detector.signal, detector.test).items()}
+        return self._fired[detector]
 
 
 def _baselines(runs: list[BenchRun], signal: str, window: int) -> list[list[float]]:

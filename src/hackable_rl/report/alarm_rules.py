@@ -37,8 +37,8 @@ from scipy.stats import norm
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.report.alarm_runs import BenchRun
 from hackable_rl.training.alarm import SignalCusum, spec_of
-from hackable_rl.training.window_test import window_statistics
 from hackable_rl.training.signals import StepSignals
+from hackable_rl.training.window_test import window_statistics
 
 __all__ = ["CUSUM_THRESHOLDS", "WINDOW_THRESHOLDS", "MAX_MEMBERS", "Detector", "Rule", "Rates",
            "statistic_series", "first_above", "null_false_alarm_rate", "rates", "choose_rule", "clustered_interval"]
