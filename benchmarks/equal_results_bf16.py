@@ -52,11 +52,11 @@ def evaluate(pipeline: Path, seed: int, dtype: str, prompts: int) -> dict:
     sampled, greedy = sample_and_score(target_from_model(config, _adapter(pipeline, seed)))
     by_prompt: dict[str, dict] = {}
     for record in sampled:
-        entry = by_prompt.setdefault(str(record["id"]), {"sampled": [], "correct": []})
+        entry = by_prompt.setdefault(str(record["prompt_id"]), {"sampled": [], "correct": []})
         entry["sampled"].append(record["completion"])
         entry["correct"].append(float(bool(record["correct"])))
     for record in greedy:
-        by_prompt[str(record["id"])].update(greedy=record["completion"], greedy_correct=float(bool(record["correct"])))
+        by_prompt[str(record["prompt_id"])].update(greedy=record["completion"], greedy_correct=float(bool(record["correct"])))
     return by_prompt
 
 
