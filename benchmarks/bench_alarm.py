@@ -8,6 +8,7 @@ timed alone on one recorded step: the alarm's own work (signals from the records
 update) and one probe call with every record paid (so it always probes `--probe-samples`).
 
     flock /tmp/cpu.lock python benchmarks/bench_alarm.py [--steps 8] [--repeats 2] [--probe-samples 4] [--workdir DIR]
+    python benchmarks/bench_alarm.py --records RUN/generations/step-1.jsonl   # each signal's and detector's cost alone
 """
 
 from __future__ import annotations
@@ -66,13 +67,56 @@ def _probe_work(config, run_dir: Path, repeats: int) -> float:
     return (time.perf_counter() - started) / repeats
 
 
+def signal_costs(records_path: Path, repeats: int) -> None:
+    """Prints each signal's cost on one recorded step, and each detector's per-step update, alone."""
+    from hackable_rl.config.experiment import AlarmConfig
+    from hackable_rl.core.jsonl import read_jsonl
+    from hackable_rl.core.stats import mean
+    from hackable_rl.training import signals
+    from hackable_rl.training.alarm import SignalCusum
+    from hackable_rl.training.window_test import WindowDetector
+
+    records = read_jsonl(records_path)
+    groups = signals._groups(records)  # the grouping every group signal shares, timed on its own below
+    parts = {
+        "groups (shared by the group signals)": lambda: signals._groups(records),
+        "reward": lambda: mean(record.get("reward") for record in records),
+        "zero_advantage_share": lambda: signals.zero_advantage_share(groups),
+        "modal_answer_share": lambda: signals.modal_answer_share(groups),
+        "answer_entropy": lambda: signals.answer_entropy(groups),
+        "pay_rate/<member> and pay_spread": lambda: signals.pay_spread(signals.member_pay_rates(records)),
+        "disagreement": lambda: mean(record.get("U") for record in records),
+        "mean_length": lambda: mean(record.get("completion_tokens") for record in records),
+        "unparsable_share": lambda: mean(float(signals._answer(record) is None) for record in records),
+        "all signals (step_signals)": lambda: signals.step_signals(1, records),
+    }
+    print(f"{len(records)} records of {records_path}; microseconds per step, {repeats} repeats each")
+    for name, work in parts.items():
+        started = time.perf_counter()
+        for _ in range(repeats):
+            work()
+        print(f"  {name:<40} {(time.perf_counter() - started) / repeats * 1e6:9.1f}")
+    config = AlarmConfig()
+    for name, detector in (("CUSUM update (one signal)", SignalCusum("reward", config)),
+                           ("windowed test update (one signal, window 10)", WindowDetector("reward", 10, 0.02, "up", 4.0))):
+        started = time.perf_counter()
+        for step in range(1, repeats + 1):
+            detector.update(step, 0.3 + 0.01 * (step % 7))
+        print(f"  {name:<40} {(time.perf_counter() - started) / repeats * 1e6:9.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=Path, default=None,
+                        help="Only time each signal and detector on this recorded step (a run's generations/step-N.jsonl).")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--probe-samples", type=int, default=4)
     parser.add_argument("--workdir", type=Path, default=None, help="A folder with prepared data and a warm start.")
     options = parser.parse_args()
+    if options.records is not None:
+        signal_costs(options.records, 2000)
+        return
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="bench-alarm-"))
     workdir.mkdir(parents=True, exist_ok=True)
     os.chdir(workdir)
