@@ -6,7 +6,9 @@ A bug (any other exception) always keeps its traceback.
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -72,9 +74,50 @@ class UserErrorCommands(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:
         return run_user_action(lambda: _parsed(lambda: super(UserErrorCommands, self).invoke(ctx)))
 
+    def resolve_command(self, ctx: typer.Context, args: list[str]) -> tuple[Any, Any, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if command is not None:
+            _refuse_unusable_inputs(command, name, rest)
+        return name, command, rest
+
     def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
         """The top-level options' parser errors (`hackable-rl --bogus`) in the same one-line form."""
         return run_user_action(lambda: _parsed(lambda: super(UserErrorCommands, self).make_context(*args, **kwargs)))
+
+
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_unusable_inputs(command: Any, name: str, args: list[str]) -> None:
+    """Before a command runs, for every command: an empty path option (`--config ''`, which a path
+    reads as the current folder) and a path option or argument naming a FIFO, a device or a socket
+    (which a read would block on, or describe as missing) are refused in one line."""
+    try:
+        parsed = command.make_context(name, list(args), resilient_parsing=True).params
+    except Exception:  # the real parse reports it, in the one-line form
+        return
+    paths = {param: [p for p in (value if isinstance(value, list | tuple) else [value]) if isinstance(p, Path)]
+             for param in command.params if (value := parsed.get(param.name)) is not None}
+    path_flags = {opt for param, found in paths.items() if found for opt in getattr(param, "opts", [])}
+    for index, arg in enumerate(args):
+        if arg == "" and index and args[index - 1] in path_flags:
+            raise UserError(f"{name} {args[index - 1]} '': an empty path (it would read as the current folder); "
+                            "give a file or a folder")
+    for param, found in paths.items():
+        for path in found:
+            if isinstance(path, Path) and (kind := _special_kind(path)):
+                flags = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
+                where = f"{flags[0]} " if flags and getattr(param, "param_type_name", "") == "option" else ""
+                raise UserError(f"{where}{path}: is {kind}; expected a regular file or a folder")
+
+
+def _special_kind(path: Path) -> str | None:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in _SPECIAL_FILES if test(mode)), None)
 
 
 def _parsed(action: Callable[[], Any]) -> Any:
