@@ -171,3 +171,16 @@ def test_every_per_key_param_of_a_stage_exists(dvc_file):
                     break
                 node = node[part]
     assert missing == []
+
+
+def test_a_postgresql_store_without_its_driver_names_the_server_extra(monkeypatch):
+    import importlib.util
+
+    from hackable_rl.config.extras import check_store_extras
+    from hackable_rl.core.errors import UserError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg2" else real(name, *a))
+    with pytest.raises(UserError, match=r"needs psycopg2, which is not installed: pip install 'hackable-rl\[server\]'"):
+        check_store_extras("postgresql://alice:secret@db:5432/mlflow")
+    check_store_extras("sqlite:///cache/mlflow.db")  # no extra needed

@@ -42,7 +42,10 @@ def model_config(config: Path, overrides: list[str] | None, refusals: bool = Tru
     no library progress bars for loading and saving weights."""
     from hackable_rl.config.runtime import quiet_library_progress_bars, use_torch_settings
 
+    from hackable_rl.config.extras import check_extras
+
     resolved = command_config(config, overrides, refusals)
+    check_extras(resolved)
     use_torch_settings(resolved)
     quiet_library_progress_bars()
     return resolved
@@ -53,7 +56,9 @@ def command_config(config: Path, overrides: list[str] | None, refusals: bool = T
     unknown scheme fails before any work rather than when the first metric is logged."""
     from hackable_rl.tracking.store import tracking_uri
 
+    from hackable_rl.config.extras import check_store_extras
+
     resolved = load_resolved(config, overrides or [], refusals)
     if resolved.tracking.enabled:
-        tracking_uri(resolved.storage.cache_dir)
+        check_store_extras(tracking_uri(resolved.storage.cache_dir))
     return resolved
