@@ -40,9 +40,8 @@ class ResumeMode(StrEnum):
 def model_config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
     """`command_config` for the commands that run a model: torch's threads and determinism set first, and
     no library progress bars for loading and saving weights."""
-    from hackable_rl.config.runtime import quiet_library_progress_bars, use_torch_settings
-
     from hackable_rl.config.extras import check_extras
+    from hackable_rl.config.runtime import quiet_library_progress_bars, use_torch_settings
 
     resolved = command_config(config, overrides, refusals)
     check_extras(resolved)
@@ -54,9 +53,8 @@ def model_config(config: Path, overrides: list[str] | None, refusals: bool = Tru
 def command_config(config: Path, overrides: list[str] | None, refusals: bool = True) -> ExperimentConfig:
     """The validated config; with tracking on, MLFLOW_TRACKING_URI is checked here too, so that an
     unknown scheme fails before any work rather than when the first metric is logged."""
-    from hackable_rl.tracking.store import tracking_uri
-
     from hackable_rl.config.extras import check_store_extras
+    from hackable_rl.tracking.store import tracking_uri
 
     resolved = load_resolved(config, overrides or [], refusals)
     if resolved.tracking.enabled:
