@@ -13,6 +13,18 @@ import yaml
 # suite's numbers are the same on CPUs with and without AVX-512, as every command's are.
 import hackable_rl  # noqa: F401
 
+
+
+def pytest_configure(config) -> None:
+    """transformers' library logger binds its handler to whatever sys.stderr is when it is first used;
+    first used inside a CliRunner invocation, it keeps that runner's stream, which is closed afterwards,
+    and a later library warning prints a logging traceback into another test's output. Configured
+    here, it holds the session's stream."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.get_logger("transformers")
+
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"  # the pinned data sets the repository carries (data/README.md)
 

@@ -5,6 +5,7 @@ A bug (any other exception) always keeps its traceback.
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from collections.abc import Callable
@@ -104,12 +105,38 @@ def _refuse_unusable_inputs(command: Any, name: str, args: list[str]) -> None:
         if arg == "" and index and args[index - 1] in path_flags:
             raise UserError(f"{name} {args[index - 1]} '': an empty path (it would read as the current folder); "
                             "give a file or a folder")
+    _refuse_writing_what_is_read(paths)
     for param, found in paths.items():
         for path in found:
             if isinstance(path, Path) and (kind := _special_kind(path)):
                 flags = [opt for opt in getattr(param, "opts", []) if opt.startswith("--")]
                 where = f"{flags[0]} " if flags and getattr(param, "param_type_name", "") == "option" else ""
                 raise UserError(f"{where}{path}: is {kind}; expected a regular file or a folder")
+
+
+OUTPUT_OPTIONS = ("--output", "--out", "--out-dir", "--metrics-dir")
+"""The options every command writes to; any other path option or argument is read."""
+
+
+def _refuse_writing_what_is_read(paths: dict[Any, list[Path]]) -> None:
+    """An output that is an input under another name (the same path, a symlink to it, a hard link) or
+    a folder output that holds an input is refused before anything is written: writing it would
+    replace, or write among, what the command reads."""
+    def flag(param: Any) -> str:
+        return next((opt for opt in getattr(param, "opts", []) if opt.startswith("--")), param.name)
+
+    outputs = [(flag(param), path) for param, found in paths.items() if flag(param) in OUTPUT_OPTIONS for path in found]
+    inputs = [(flag(param), path) for param, found in paths.items() if flag(param) not in OUTPUT_OPTIONS for path in found]
+    for out_flag, out in outputs:
+        for in_flag, source in inputs:
+            if not source.exists() or not out.exists():
+                continue
+            if out.is_file() and os.path.samefile(out, source):
+                raise UserError(f"{out_flag} {out} is {in_flag} {source} (the same file): writing it would replace "
+                                "what the command reads; give another output path")
+            if out.is_dir() and source.resolve().is_relative_to(out.resolve()):
+                raise UserError(f"{out_flag} {out} holds {in_flag} {source}: the command would write among what "
+                                "it reads; give another output folder")
 
 
 def _special_kind(path: Path) -> str | None:
