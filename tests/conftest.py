@@ -14,7 +14,6 @@ import yaml
 import hackable_rl  # noqa: F401
 
 
-
 def pytest_configure(config) -> None:
     """transformers' library logger binds its handler to whatever sys.stderr is when it is first used;
     first used inside a CliRunner invocation, it keeps that runner's stream, which is closed afterwards,
