@@ -117,7 +117,7 @@ FLOORS = (
     ("study records", {"study_records"}),
     ("experiments", {"experiments"}),
     ("report", {"report"}),
-    ("command line", {"cli", "cli_alarm", "cli_errors", "cli_options", "cli_study", "__main__"}),
+    ("command line", {"cli", "__main__"}),
 )
 """The floors of the package, bottom first: a folder (or a module at the root) imports only from its
 own floor or a floor below (docs/architecture.md draws them)."""

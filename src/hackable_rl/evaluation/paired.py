@@ -42,6 +42,7 @@ from hackable_rl.evaluation.replicates import (
     ReplicateInterval,
     difference_bounds,
     holm,
+    level_bounds,
     replicate_interval,
 )
 
@@ -325,10 +326,10 @@ def equivalence_of(interval: ReplicateInterval, margin: float) -> Equivalence:
 
 
 def compare_matrix(metric: str, differences: np.ndarray, n_samples: int, margin: float | None = None,
-                   seed: int = 0) -> Comparison:
+                   seed: int = 0, bounds: tuple[float, float] | None = None) -> Comparison:
     """The comparison of an [S, P] matrix of paired differences: the t-interval across its S
     replicates, the conditional prompt bootstrap beside it and, with a `margin`, the TOST."""
-    interval = replicate_interval(differences, difference_bounds(metric))
+    interval = replicate_interval(differences, bounds or difference_bounds(metric))
     equivalence = None if margin is None else equivalence_of(interval, margin)
     return Comparison(
         metric, interval.diff, interval.ci_low, interval.ci_high, differences.shape[1], n_samples,
@@ -344,7 +345,7 @@ def policy_mean_ci(seeds: Sequence[Sequence[PromptResult]], metric: str = "pass_
     if not shared:
         raise UserError(f"no prompt has {metric} in every replicate's evaluation")
     values = np.asarray([[t[p].value(metric) for p in shared] for t in tables], dtype=float)
-    return compare_matrix(metric, values, sum(tables[0][p].n for p in shared), seed=seed)
+    return compare_matrix(metric, values, sum(tables[0][p].n for p in shared), seed=seed, bounds=level_bounds(metric))
 
 
 def compare(

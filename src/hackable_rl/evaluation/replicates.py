@@ -78,6 +78,12 @@ def difference_bounds(metric: str) -> tuple[float, float]:
     return (-2.0, 2.0) if "gap" in metric else (-1.0, 1.0)
 
 
+def level_bounds(metric: str) -> tuple[float, float]:
+    """The range one policy's `metric` can take: [0, 1] for a share, rate or accuracy, [-1, 1] for a
+    hacking gap."""
+    return (-1.0, 1.0) if "gap" in metric else (0.0, 1.0)
+
+
 def _bounded(low: float, high: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
     """The interval cut to the range the quantity can take. Its coverage is the t-interval's: the true
     difference lies in the range, so it is inside the cut interval exactly when inside the uncut one

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from hackable_rl.cli_errors import fail
+from hackable_rl.cli.errors import fail
 
 
 def alarm_bench(

@@ -2,7 +2,7 @@
 
 Read this file top to bottom to find the path of one run: prepare -> warmstart -> train -> eval
 -> report. User mistakes (bad config, bad data, missing files, unknown run ids) print one line per
-problem and exit with code 2; `--debug` shows the traceback instead (`cli_errors`). Every command
+problem and exit with code 2; `--debug` shows the traceback instead (`cli.errors`). Every command
 runs inside `UserErrorCommands.invoke`, so a command body calls its functions directly.
 """
 
@@ -15,12 +15,13 @@ from typing import Annotated
 import typer
 import yaml
 
-from hackable_rl import __version__, cli_study
-from hackable_rl.cli_alarm import alarm_bench
-from hackable_rl.cli_errors import UserErrorCommands, check_range, fail, show_tracebacks
-from hackable_rl.cli_options import ConfigOption, ResumeMode, SetOption
-from hackable_rl.cli_options import command_config as _config
-from hackable_rl.cli_options import model_config as _model_config
+from hackable_rl import __version__
+from hackable_rl.cli import study as cli_study
+from hackable_rl.cli.alarm import alarm_bench
+from hackable_rl.cli.errors import UserErrorCommands, check_range, fail, show_tracebacks
+from hackable_rl.cli.options import ConfigOption, ResumeMode, SetOption
+from hackable_rl.cli.options import command_config as _config
+from hackable_rl.cli.options import model_config as _model_config
 from hackable_rl.config.loading import describe_fields
 from hackable_rl.core.redact import masked_log_handler
 from hackable_rl.core.storage import check_output_path

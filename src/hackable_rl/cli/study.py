@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from hackable_rl.cli_errors import fail
-from hackable_rl.cli_options import ConfigOption, ResumeMode, SetOption
-from hackable_rl.cli_options import command_config as _config
-from hackable_rl.cli_options import model_config as _model_config
+from hackable_rl.cli.errors import fail
+from hackable_rl.cli.options import ConfigOption, ResumeMode, SetOption
+from hackable_rl.cli.options import command_config as _config
+from hackable_rl.cli.options import model_config as _model_config
 from hackable_rl.core.storage import check_output_path
 
 
