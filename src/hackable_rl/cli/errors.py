@@ -48,6 +48,12 @@ def _problems(error: Exception) -> list[str] | None:
     return None
 
 
+def _printable(line: str) -> str:
+    """The line with every character that is not printable escaped (`\\x85`): a name holding a control or
+    line-separator character stays on its one line and shows what it holds."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in line)
+
+
 def run_user_action(action: Callable[[], Any]) -> Any:
     """Runs `action`; a user mistake becomes one line per problem on stderr and exit code 2."""
     try:
@@ -58,7 +64,7 @@ def run_user_action(action: Callable[[], Any]) -> Any:
             raise
         for problem in problems:
             # One line each, even when a library's message (quoted in the problem) spans several.
-            line = masked_uri(re.sub(r"\s*\n\s*", " ", problem))  # never a credential of a URI
+            line = _printable(masked_uri(re.sub(r"\s*\n\s*", " ", problem)))  # never a credential of a URI
             typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
         raise typer.Exit(code=2) from None
 
