@@ -28,6 +28,8 @@ RUN_INFO = {"created_by": "hackable-rl", "kind": "train", "status": "running"}
 FILES: dict[str, str | bytes] = {
     # params files
     "plain.yaml": TRACKING_OFF,
+    "no_marker_data.jsonl": json.dumps({"question": "Ann has 2 pens and buys 3. How many?",
+                                        "answer": "Ann has 2 + 3 = 5 pens."}) + "\n",
     "merge_twice.yaml": TRACKING_OFF + "trainer:\n  <<: {max_steps: 5}\n  max_steps: 7\n",
     "tracked.yaml": "storage: {cache_dir: cache}\n",
     "arith.yaml": TRACKING_OFF + ARITH,
@@ -340,6 +342,8 @@ CASES = [
     case("output-is-the-input", "judge -i good.jsonl -o good.jsonl", "--output good.jsonl is --input good.jsonl (the same file)"),
     case("output-folder-holds-the-input", "alarm-bench a_folder --out a_folder -c plain.yaml",
          "--out a_folder holds studies a_folder"),
+    case("gsm8k-row-without-its-marker", "prepare -c gsm8k.yaml --set data.path=no_marker_data.jsonl",
+         "no_marker_data.jsonl:1: field 'answer': a GSM8K answer ends in '#### <number>'"),
     case("set-key-given-twice", "validate -c plain.yaml --set seed=1 --set seed=2",
          "seed is set twice ('seed=1', then 'seed=2'); give each key once"),
     case("model-without-chat-template", "eval --base -c tinyshape.yaml --set model.source=no_chat_template",

@@ -150,6 +150,9 @@ def gsm8k_sample(where: str, row: dict[str, Any]) -> TrainingSample:
     """A GSM8K row (`question`, `answer` = worked solution ending `#### N`) as a sample."""
     question = required_text(row, "question")
     answer = required_text(row, "answer")
+    if "####" not in answer:  # the parser would take the whole worked solution as a bare answer
+        raise RowError(f"field 'answer': a GSM8K answer ends in '#### <number>'; this one has no '####' "
+                       f"({answer[-60:]!r})")
     reference = parsed_reference(answer, "answer")
     # The worked solution minus its `<<48/2=24>>` calculator notes and the `#### N` line.
     thinking = " ".join(_CALCULATOR.sub("", answer.rpartition("####")[0]).split())
