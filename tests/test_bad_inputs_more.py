@@ -408,3 +408,16 @@ def _only_new_run_files(before: dict[str, bytes], after: dict[str, bytes]) -> bo
     return changed == moved_aside and all(
         name.replace("/checkpoints/resume/", "/abandoned/resume/") in after for name in moved_aside
     )
+
+
+def test_seeds_give_each_child_its_own_output_in_any_spelling() -> None:
+    """A folder or file a wrapper hands to several child runs is rewritten per seed whether it is
+    spelled `--out DIR`, `--out=DIR`, `-o FILE` or `--metrics-dir=DIR`, so no two seeds write one place."""
+    from hackable_rl.experiments.seeds import seed_runs
+
+    runs = seed_runs(["judge", "-o", "judged.jsonl", "--metrics-dir=metrics/x", "--out", "reports"], [0, 1], 2, Path("logs"))
+    for run in runs:
+        tail = run.command[run.command.index("judge"):]
+        seed = run.seed
+        assert tail[:5] == ["judge", "-o", f"judged-s{seed}.jsonl", f"--metrics-dir=metrics/x/s{seed}", "--out"]
+        assert tail[5] == f"reports/s{seed}"

@@ -282,7 +282,8 @@ def seeds_command(
     ),
 ) -> None:
     """Run one command (train, eval, ...) once per seed, side by side: `hackable-rl seeds --seeds 0,1 --
-    train --metrics-dir metrics/clean` writes metrics/clean/s0 and metrics/clean/s1."""
+    train --metrics-dir metrics/clean` writes metrics/clean/s0 and metrics/clean/s1 (so do --out-dir,
+    --out, --output, -o, in either spelling; a file `x.jsonl` becomes x-s0.jsonl, x-s1.jsonl)."""
     from hackable_rl.experiments.seeds import outcome_line, parse_seeds, run_side_by_side, seed_runs
 
     values = parse_seeds(seeds)

@@ -21,8 +21,9 @@ from pathlib import Path
 from hackable_rl.core.bounds import SEED_MAX
 from hackable_rl.core.errors import UserError
 
-# Options whose folder gets one `s<seed>` subfolder per seed.
-PER_SEED_FOLDERS = ("--metrics-dir", "--out-dir")
+# Options whose path gets one per seed: a folder its `s<seed>` subfolder, a file (a name with a suffix)
+# `<stem>-s<seed><suffix>`; in either spelling, `--out DIR` or `--out=DIR`.
+PER_SEED_FOLDERS = ("--metrics-dir", "--out-dir", "--out", "--output", "-o")
 _TAIL_LINES = 5
 
 
@@ -58,10 +59,18 @@ def _set_keys(args: list[str]) -> set[str]:
 
 def _per_seed_folders(args: list[str], seed: int) -> list[str]:
     rewritten = list(args)
-    for index, arg in enumerate(rewritten[:-1]):
-        if arg in PER_SEED_FOLDERS:
-            rewritten[index + 1] = str(Path(rewritten[index + 1]) / f"s{seed}")
+    for index, arg in enumerate(rewritten):
+        option, equals, value = arg.partition("=")
+        if equals and option in PER_SEED_FOLDERS:
+            rewritten[index] = f"{option}={_per_seed(value, seed)}"
+        elif arg in PER_SEED_FOLDERS and index + 1 < len(rewritten):
+            rewritten[index + 1] = _per_seed(rewritten[index + 1], seed)
     return rewritten
+
+
+def _per_seed(path: str, seed: int) -> str:
+    place = Path(path)
+    return str(place.with_name(f"{place.stem}-s{seed}{place.suffix}") if place.suffix else place / f"s{seed}")
 
 
 def run_side_by_side(runs: Sequence[SeedRun], parallel: int) -> list[int]:
