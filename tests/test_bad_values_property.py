@@ -1,11 +1,17 @@
-"""Bad values by class, not by case (Hypothesis): every leaf field of the config schema given a value of
-the wrong type, a huge or negative number, an empty or overlong string, a list or a mapping, through
-`--set` on the command line; and every option of the commands that fail fast given junk. Each either
-runs (the value was fine) or is refused with exit 2 and error lines naming the field or option: never a
-traceback, never another exit code, never a file changed, within a time bound.
+"""Bad values by class, not by case (Hypothesis), one property per config section and per command:
 
-Seeded (`derandomize`) so CI sees the same examples every run; `HYPOTHESIS_PROFILE=long` tries many
-more locally (`pytest tests/test_bad_values_property.py` with it set).
+- every leaf field of each config section given a value of the wrong type, a huge or negative number,
+  an empty or overlong string, a list or a mapping, through `--set`;
+- every option and argument of each command given junk (empty, negative, huge, NaN, a FIFO, a device,
+  the current folder, an overlong or random string), the command's other required values valid.
+
+Each either passes the checks (the value was fine: the command then reaches its work, which a
+sentinel stands in for here, so no model loads) or is refused with exit 2 and an error line naming
+the field or option: never a traceback, never another exit code, nothing changed in the workspace,
+each example within the deadline.
+
+Seeded (`derandomize`) so CI sees the same examples every run; locally `HYPOTHESIS_PROFILE=long`
+(optionally `HYPOTHESIS_EXAMPLES=N`, default 500 per property) searches much further.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,11 +32,61 @@ from hackable_rl.cli import app
 from hackable_rl.config.experiment import ExperimentConfig
 
 REPO = Path(__file__).resolve().parents[1]
-settings.register_profile("ci", max_examples=80, derandomize=True, deadline=5000,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-settings.register_profile("long", max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "2000")), deadline=10000,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+_QUIET = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+settings.register_profile("ci", max_examples=12, derandomize=True, deadline=10000, suppress_health_check=_QUIET)
+settings.register_profile("long", max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "500")), deadline=20000,
+                          suppress_health_check=_QUIET)
+PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+class _ReachedWork(Exception):
+    """Raised where a command would start its real work: its inputs passed every check."""
+
+
+WORK = [  # (module, attribute): where each command hands over to its library function
+    ("hackable_rl.data", "prepare_dataset"), ("hackable_rl.training.run", "run_training"),
+    ("hackable_rl.warmstart", "run_warmstart"), ("hackable_rl.experiments.evaluate", "sample_and_score"),
+    ("hackable_rl.experiments.study", "run_condition"), ("hackable_rl.experiments.study", "study_payoff"),
+    ("hackable_rl.experiments.lanes", "run_lanes"), ("hackable_rl.tracking.server", "serve_ui"),
+    ("hackable_rl.tracking.sync", "sync_run"), ("hackable_rl.tracking.models_registry", "promote"),
+    ("hackable_rl.report.build", "build_report"), ("hackable_rl.experiments.seeds", "run_side_by_side"),
+]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    import importlib
+
+    def reached(*_: Any, **__: Any) -> None:
+        raise _ReachedWork
+
+    for module, name in WORK:
+        monkeypatch.setattr(importlib.import_module(module), name, reached)
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    (tmp_path / "in.jsonl").write_text('{"completion": "<think>1+1=2</think> \\\\boxed{2}", "reference": "2"}\n')
+    os.mkfifo(tmp_path / "fifo")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(path): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def _refused_or_fine(result, names: list[str], args: list[str] | None = None) -> None:
+    if isinstance(result.exception, _ReachedWork):
+        return  # the value passed every check before the work
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code in (0, 2), (result.exit_code, result.output)
+    if result.exit_code == 2:
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert errors, result.output
+        assert any(name and name.lower() in line.lower() for line in errors for name in names), (args, names, errors)
+
+
+# --------------------------------------------------------------------------- every config field
 
 
 def _leaf_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -45,11 +102,12 @@ def _leaf_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
 
 
 FIELDS = _leaf_paths(ExperimentConfig)
+SECTIONS = sorted({path.split(".", 1)[0] if "." in path else "(top level)" for path in FIELDS})
 
 BAD_VALUES = st.one_of(
     st.integers(min_value=-(2**80), max_value=2**80),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from(["", " ", "x" * 300, "null", "[]", "{}", "true", "-1", "1e400", "0x10", "010", "~"]),
+    st.sampled_from(["", " ", "x" * 300, "null", "[]", "{}", "true", "-1", "1e400", "0x10", "010", "~", "1:30"]),
     st.text(max_size=20),
     st.lists(st.integers(min_value=-5, max_value=5), max_size=3),
     st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2),
@@ -63,60 +121,75 @@ def _as_set_value(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
 
 
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(path): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
-
-
-def _refused_or_fine(result, names: list[str]) -> None:
-    assert "Traceback" not in result.output, result.output
-    assert result.exit_code in (0, 2), (result.exit_code, result.output)
-    if result.exit_code == 2:
-        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-        assert errors, result.output
-        assert any(name in line for line in errors for name in names), (names, errors)
-
-
-@pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    return tmp_path
-
-
 @pytest.mark.usefixtures("fresh_logging")
-@settings(settings.get_profile(PROFILE))
-@given(field=st.sampled_from(FIELDS), value=BAD_VALUES)
-def test_any_value_of_any_field_runs_or_is_refused_naming_the_field(workspace: Path, field: str, value: Any) -> None:
-    before = _snapshot(workspace)
-    result = CliRunner().invoke(app, ["validate", "--set", f"{field}={_as_set_value(value)}"])
-    # A cross-field check names the field it weighs this one against, so the section is enough.
-    _refused_or_fine(result, [field, field.rsplit(".", 1)[-1], field.split(".", 1)[0], "params.yaml"])
-    assert _snapshot(workspace) == before
+@pytest.mark.parametrize("section", SECTIONS)
+def test_any_value_of_any_field_runs_or_is_refused_naming_it(workspace: Path, section: str) -> None:
+    fields = [path for path in FIELDS if (path.split(".", 1)[0] if "." in path else "(top level)") == section]
+
+    @PROFILE
+    @given(field=st.sampled_from(fields), value=BAD_VALUES)
+    def check(field: str, value: Any) -> None:
+        before = _snapshot(workspace)
+        result = CliRunner().invoke(app, ["validate", "--set", f"{field}={_as_set_value(value)}"])
+        # A cross-field check names the field it weighs this one against: the section is enough.
+        _refused_or_fine(result, [field, field.rsplit(".", 1)[-1], field.split(".", 1)[0], "params.yaml"])
+        assert _snapshot(workspace) == before
+
+    check()
 
 
-JUNK = st.one_of(st.sampled_from(["", "-1", "99999999999999999999999", "nan", "fifo", "/dev/null", ".", "x" * 300]),
-                 st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12))
-FAST_COMMANDS = {  # each with arguments that run as they are: the junk is the only problem
-    "validate": (["validate"], ["--config", "--set"]),
-    "judge": (["judge", "--input", "in.jsonl", "--output", "out.jsonl"], ["--input", "--output", "--extract"]),
-    "seeds": (["seeds", "--seeds", "0", "--", "validate"], ["--seeds", "--parallel"]),
+# --------------------------------------------------------------------------- every command option
+
+
+JUNK = st.one_of(
+    st.sampled_from(["", "-1", "0", "99999999999999999999999", "nan", "fifo", "/dev/null", ".", "x" * 300, "in.jsonl"]),
+    st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=12),
+)
+BASE_ARGS = {  # the required values each command needs, valid, so the junk is the one problem
+    "judge": ["--input", "in.jsonl", "--output", "out.jsonl"], "sync": ["runs/x"], "promote": ["--run-id", "0123abcd"],
+    "seeds": ["--seeds", "0"], "lanes": ["x"], "compare": ["--policy", "a=x", "--pair", "a:a"],
+    "condition": ["--method", "baseline", "--out", "results/c"], "alarm-bench": ["results"], "eval": ["--base"],
+    "report": ["--single"],
 }
+TAILS = {"seeds": ["--", "validate"]}
+COMMANDS = typer.main.get_command(app).commands
+
+
+def _shown(text: str) -> str:
+    """`text` as an error line shows it: unprintable characters escaped (`cli.errors`)."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def _with_junk(name: str, param: Any, junk: str) -> list[str]:
+    """The command's valid base arguments with `junk` as the value of `param` (replacing a base value)."""
+    args = list(BASE_ARGS.get(name, []))
+    if getattr(param, "param_type_name", "") == "argument":  # sync, lanes, alarm-bench: the one positional
+        return [name, junk, *TAILS.get(name, [])]
+    flag = param.opts[0]
+    if getattr(param, "is_flag", False):
+        return [name, *args, flag, *TAILS.get(name, [])]
+    if flag in args:
+        args[args.index(flag) + 1] = junk
+        return [name, *args, *TAILS.get(name, [])]
+    return [name, *args, flag, junk, *TAILS.get(name, [])]
 
 
 @pytest.mark.usefixtures("fresh_logging")
-@settings(settings.get_profile(PROFILE))
-@given(command=st.sampled_from(sorted(FAST_COMMANDS)), data=st.data())
-def test_junk_in_an_option_is_refused_naming_it_or_runs(workspace: Path, command: str, data) -> None:
-    base, options = FAST_COMMANDS[command]
-    option, junk = data.draw(st.sampled_from(options)), data.draw(JUNK)
-    if not (workspace / "fifo").exists():
-        os.mkfifo(workspace / "fifo")
-    (workspace / "in.jsonl").write_text('{"completion": "<think>1+1=2</think> \\\\boxed{2}", "reference": "2"}\n')
-    before = _snapshot(workspace)
-    result = CliRunner().invoke(app, [base[0], option, junk, *base[1:]])
-    names = [option, option.lstrip("-"), "KEY=VALUE", "key=value", "dotted key"] + ([junk.strip()[:30]] if junk.strip() else [])
-    _refused_or_fine(result, names)
-    changed = {name for name, content in _snapshot(workspace).items()
-               if name in before and before[name] != content and not name.endswith("out.jsonl")}
-    assert not changed, changed
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_junk_in_any_option_is_refused_naming_it_or_passes(workspace: Path, command: str) -> None:
+    params = [param for param in COMMANDS[command].params if param.name != "help"]
+
+    @PROFILE
+    @given(param=st.sampled_from(params), junk=JUNK)
+    def check(param: Any, junk: str) -> None:
+        before = _snapshot(workspace)
+        args = _with_junk(command, param, junk)
+        result = CliRunner().invoke(app, args)
+        names = [*getattr(param, "opts", []), param.name, param.name.replace("_", "-"), "KEY=VALUE", "dotted key",
+                 junk.strip()[:30], _shown(junk.strip())[:30], *(["No such option"] if junk.startswith("-") else []),
+                 "params.yaml", "results", "runs/x", "0123abcd", "a=x", "a:a", "MLflow", "mlflow"]
+        _refused_or_fine(result, names, args)
+        changed = {name for name, content in _snapshot(workspace).items() if name in before and before[name] != content}
+        assert not changed, changed
+
+    check()

@@ -108,8 +108,13 @@ def _refuse_unusable_inputs(command: Any, name: str, args: list[str]) -> None:
              for param in command.params if (value := parsed.get(param.name)) is not None}
     path_flags = {opt for param, found in paths.items() if found for opt in getattr(param, "opts", [])}
     for index, arg in enumerate(args):
-        if arg == "" and index and args[index - 1] in path_flags:
-            raise UserError(f"{name} {args[index - 1]} '': an empty path (it would read as the current folder); "
+        if not arg.strip() and index and args[index - 1] in path_flags:
+            raise UserError(f"{name} {args[index - 1]} {arg!r}: an empty path (blank, or the current folder); "
+                            "give a file or a folder")
+    for param, found in paths.items():  # a positional path given as '' (read as the current folder) or blank
+        if getattr(param, "param_type_name", "") == "argument" and any(not str(p).strip() for p in found) \
+                or getattr(param, "param_type_name", "") == "argument" and "" in args and Path(".") in found:
+            raise UserError(f"{name} {param.name.upper()}: an empty path (blank, or the current folder); "
                             "give a file or a folder")
     _refuse_writing_what_is_read(paths)
     for param, found in paths.items():

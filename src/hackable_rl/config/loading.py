@@ -231,7 +231,15 @@ def validate_config(raw: Mapping[str, Any], source: str | None = None) -> Experi
     try:
         return ExperimentConfig.model_validate(dict(raw))
     except ValidationError as error:
-        raise ConfigError([describe_problem(item) for item in error.errors()], source) from None
+        problems = [_with_file(describe_problem(item), item, source) for item in error.errors()]
+        raise ConfigError(problems, source) from None
+
+
+def _with_file(problem: str, item: Mapping[str, Any], source: str | None) -> str:
+    """A top-level key the schema does not know is named with its file: such a key usually means a
+    file that is not a params file at all (a JSONL given as --config)."""
+    unknown_top_level = item.get("type") == "extra_forbidden" and len(item.get("loc", ())) == 1
+    return f"{source}: {problem}" if source and unknown_top_level else problem
 
 
 def flatten_config(config: BaseModel | Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
