@@ -184,3 +184,33 @@ def test_a_postgresql_store_without_its_driver_names_the_server_extra(monkeypatc
     with pytest.raises(UserError, match=r"needs psycopg2, which is not installed: pip install 'hackable-rl\[server\]'"):
         check_store_extras("postgresql://alice:secret@db:5432/mlflow")
     check_store_extras("sqlite:///cache/mlflow.db")  # no extra needed
+
+
+@pytest.mark.parametrize(("setting", "module", "extra"), [
+    ("generation.use_vllm=true", "vllm", "gpu"),
+    ("model.attn_implementation=flash_attention_2", "flash_attn", "gpu"),
+    ("model.use_liger=on", "liger_kernel", "gpu"),
+])
+def test_each_model_extra_missing_is_one_line_naming_it(monkeypatch, setting, module, extra):
+    import importlib.util
+
+    from hackable_rl.config.extras import check_extras
+    from hackable_rl.config.loading import apply_overrides, validate_config
+    from hackable_rl.core.errors import UserError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    config = validate_config(apply_overrides({}, [setting]))
+    with pytest.raises(UserError, match=rf"needs {module}, which is not installed: pip install 'hackable-rl\[{extra}\]'"):
+        check_extras(config)
+
+
+def test_lanes_without_ray_names_its_extra(monkeypatch):
+    import sys
+
+    from hackable_rl.core.errors import UserError
+    from hackable_rl.experiments.ray_cells import import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # the import fails as if ray were not installed
+    with pytest.raises(UserError, match=r"pip install 'hackable-rl\[ray\]'"):
+        import_ray()
