@@ -189,7 +189,7 @@ def test_a_postgresql_store_without_its_driver_names_the_server_extra(monkeypatc
 @pytest.mark.parametrize(("setting", "module", "extra"), [
     ("generation.use_vllm=true", "vllm", "gpu"),
     ("model.attn_implementation=flash_attention_2", "flash_attn", "gpu"),
-    ("model.use_liger=on", "liger_kernel", "gpu"),
+    ("model.use_liger='on'", "liger_kernel", "gpu"),  # quoted: YAML 1.1 reads a bare on as true
 ])
 def test_each_model_extra_missing_is_one_line_naming_it(monkeypatch, setting, module, extra):
     import importlib.util
