@@ -130,7 +130,7 @@ def test_any_value_of_any_field_runs_or_is_refused_naming_it(workspace: Path, fi
         result = CliRunner().invoke(app, ["validate", "--set", f"{field}={_as_set_value(value)}"])
         # A cross-field check names the field it weighs this one against: the section is enough.
         _refused_or_fine(result, [field, field.rsplit(".", 1)[-1], field.split(".", 1)[0], "params.yaml"])
-        assert _snapshot(workspace) == before
+        assert _snapshot(workspace) == before  # nothing changed, nothing new
 
     check()
 
@@ -187,7 +187,10 @@ def test_junk_in_any_option_is_refused_naming_it_or_passes(workspace: Path, comm
                  junk.strip()[:30], _shown(junk.strip())[:30], *(["No such option"] if junk.startswith("-") else []),
                  "params.yaml", "results", "runs/x", "0123abcd", "a=x", "a:a", "MLflow", "mlflow"]
         _refused_or_fine(result, names, args)
-        changed = {name for name, content in _snapshot(workspace).items() if name in before and before[name] != content}
+        after = _snapshot(workspace)
+        changed = {name for name, content in after.items() if name in before and before[name] != content}
         assert not changed, changed
+        if result.exit_code == 2:  # refused: nothing left behind either (no partial file, lock or run folder)
+            assert set(after) == set(before), sorted(set(after) - set(before))
 
     check()
