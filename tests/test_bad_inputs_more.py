@@ -28,6 +28,7 @@ RUN_INFO = {"created_by": "hackable-rl", "kind": "train", "status": "running"}
 FILES: dict[str, str | bytes] = {
     # params files
     "plain.yaml": TRACKING_OFF,
+    "number_completion.jsonl": json.dumps({"completion": 123, "reference": "123"}) + "\n",
     "no_marker_data.jsonl": json.dumps({"question": "Ann has 2 pens and buys 3. How many?",
                                         "answer": "Ann has 2 + 3 = 5 pens."}) + "\n",
     "merge_twice.yaml": TRACKING_OFF + "trainer:\n  <<: {max_steps: 5}\n  max_steps: 7\n",
@@ -344,6 +345,10 @@ CASES = [
          "--out a_folder holds studies a_folder"),
     case("gsm8k-row-without-its-marker", "prepare -c gsm8k.yaml --set data.path=no_marker_data.jsonl",
          "no_marker_data.jsonl:1: field 'answer': a GSM8K answer ends in '#### <number>'"),
+    case("judge-completion-not-text", "judge -i number_completion.jsonl -o judged_number.jsonl",
+         "number_completion.jsonl:1: field 'completion' must be a string, got int"),
+    case("output-is-the-input-equals-spelling", "judge -i good.jsonl --output=good.jsonl",
+         "--output good.jsonl is --input good.jsonl (the same file)"),
     case("set-key-given-twice", "validate -c plain.yaml --set seed=1 --set seed=2",
          "seed is set twice ('seed=1', then 'seed=2'); give each key once"),
     case("model-without-chat-template", "eval --base -c tinyshape.yaml --set model.source=no_chat_template",

@@ -271,15 +271,16 @@ def _from_verdict(verdict: Verdict, how: str, expected: str) -> Judgment:
 # --------------------------------------------------------------------------- a JSONL file
 
 
-def _text_field(row: Mapping[str, Any], field: str, where: str, option: str) -> str:
+def _text_field(row: Mapping[str, Any], field: str, where: str, option: str, numbers: bool = False) -> str:
     if field not in row:
         raise UserError(
             f"{where}: missing field '{field}' (fields present: {', '.join(sorted(row)) or 'none'}); "
             f"name the right one with {option}"
         )
     value = row[field]
-    # A bare numeric reference (`"reference": 72`) is an answer too; booleans and objects are not.
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    # A bare numeric reference (`"reference": 72`) is an answer too; a completion is the model's text, so
+    # a number there is a file of something else; booleans and objects are neither.
+    if numbers and isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str):
         raise UserError(f"{where}: field '{field}' must be a string, got {type(value).__name__}")
@@ -310,7 +311,7 @@ def judge_records(
     overwritten = False
     for where, row in rows:
         completion = _text_field(row, completion_field, where, "--completion-field")
-        reference = _text_field(row, reference_field, where, "--reference-field")
+        reference = _text_field(row, reference_field, where, "--reference-field", numbers=True)
         overwritten = overwritten or any(field in row for field in ADDED_FIELDS)
         judgment = judge_completion(completion, reference, **asdict(options))
         judged.append(
