@@ -121,7 +121,15 @@ def folder_name_problem(name: object) -> str | None:
         return "contains '..' (or is '.'); expected one folder name inside its root"
     if "\0" in name:
         return "contains a NUL character"
+    if len(name.encode("utf-8", "surrogateescape")) > FOLDER_NAME_MAX:
+        return (f"is {len(name.encode('utf-8', 'surrogateescape'))} bytes long; a folder name (with the suffixes "
+                f"the project adds to it) holds at most {FOLDER_NAME_MAX}")
     return None
+
+
+FOLDER_NAME_MAX = 200
+"""Bytes in a run or data set name: file systems allow 255 for one name, and the project adds suffixes
+(`-s<seed>`, `-corrupted`, `.lock`) to some."""
 
 
 def child_dir(root: Path, name: str, field: str) -> Path:
