@@ -384,8 +384,9 @@ class EvaluationConfig(Section):
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """The policy's number type while decoding. `auto`: the loader's (bfloat16 on a GPU that has it,
     float32 on a CPU). `bfloat16` on a CPU pays only where it has avx512_bf16 or AMX (oneDNN's bf16
-    matrix products: about half float32's evaluation time on a 2-core AVX-512 EPYC, docs/results.md)
-    and rounds otherwise than float32 and than other CPUs: an opt-in, with its equal-results check."""
+    matrix products: 14% off an evaluation on a 2-core AVX-512 EPYC) and rounds otherwise than float32
+    and than other CPUs; its equal-results check did not show it equivalent within +-0.02
+    (docs/results.md): for pilots and budgets, not for reported numbers."""
     decoding: Literal["sample", "greedy"] = "sample"
     """Stochastic sampling (temperature/top_p below) or greedy decoding."""
     greedy: bool = True
