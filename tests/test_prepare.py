@@ -29,16 +29,12 @@ def config(tmp_path: Path, *overrides: str, cache: str = "cache"):
 
 
 def gsm8k_overrides(*extra: str) -> list[str]:
-    return [
-        "data.provider=gsm8k",
-        "data.name=gsm8k",
-        f"data.path={GSM8K_TRAIN}",
-        f"data.test_path={GSM8K_TEST}",
-        "data.train_size=null",
-        "data.test_size=null",
-        "data.sft_size=0",
-        *extra,
-    ]
+    """The GSM8K settings, each key once: an `extra` setting replaces the default of its key (the
+    command line refuses a key given twice)."""
+    defaults = ["data.provider=gsm8k", "data.name=gsm8k", f"data.path={GSM8K_TRAIN}", f"data.test_path={GSM8K_TEST}",
+                "data.train_size=null", "data.test_size=null", "data.sft_size=0"]
+    given = {setting.split("=", 1)[0] for setting in extra}
+    return [setting for setting in defaults if setting.split("=", 1)[0] not in given] + list(extra)
 
 
 def sha256(path: Path) -> str:
