@@ -104,7 +104,7 @@ def test_the_real_model_study_plants_nothing_and_fits_its_declared_budget() -> N
     assert (arith.truncated_share, arith.hedged_share, arith.exploit_share) == (0.0, 0.0, 0.0)
     assert cfg.generation.drop_finished_rows and cfg.trainer.head_on_completions and cfg.lora.top_layers
     declared = load_study_declaration(folder / "study.yaml")
-    assert declared.small_n_reason and declared.primary_replicates == len(declared.seeds) == 3
+    assert declared.small_n_reason is None and declared.primary_replicates == len(declared.seeds) == 5
     assert set(declared.primary_outcomes) == {"clean_gain", "flip_cost", "pattern_share_rises", "blind_pass_at_1_falls"}
     cost = study_cost(cfg, len(declared.seeds), trained_arms=3)
     assert cost is not None and cost.hours <= declared.budget_hours

@@ -113,7 +113,9 @@ def test_lora_run_saves_an_adapter(project):
 
 
 def _train_command(*extra: str) -> list[str]:
-    return [sys.executable, "-m", "hackable_rl", "train", "--set", "trainer.max_steps=4", *extra]
+    """`train` with 4 steps unless `extra` sets its own (a key is given once on a command line)."""
+    steps = [] if any(arg.startswith("trainer.max_steps=") for arg in extra) else ["--set", "trainer.max_steps=4"]
+    return [sys.executable, "-m", "hackable_rl", "train", *steps, *extra]
 
 
 def test_a_run_killed_after_its_last_checkpoint_resumes_without_a_step_past_max_steps(project):
