@@ -105,7 +105,8 @@ def test_the_real_model_study_pipeline_stages_at_smoke_settings(tmp_path):
     for name in ("params.yaml", "study.yaml"):
         shutil.copy(folder / name, tmp_path / name)
     study = yaml.safe_load((tmp_path / "study.yaml").read_text())
-    (tmp_path / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2}))
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2,
+                                                         "small_n_reason": "budget: a smoke test"}))
     smoke = [part for setting in SMOKE for part in ("--set", setting)]
 
     def run(*args: str) -> None:
