@@ -173,6 +173,20 @@ def _run_tracked(command: list[str], cwd: Path, uri: str | None) -> str:
     return result.stdout
 
 
+def _start_queue(repo: Path, uri: str | None) -> None:
+    """`dvc queue start -j 2`, its console to a file rather than a pipe: the Celery workers it detaches
+    inherit its output, and a worker that misses its shutdown (its monitor can stop "due to empty queue"
+    while a task still runs) would hold a captured pipe open, so waiting on the pipe could hang."""
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    if uri is not None:
+        env["MLFLOW_TRACKING_URI"] = uri
+    with (repo / ".dvc" / "tmp" / "queue-start.log").open("w") as log:
+        code = subprocess.run(["dvc", "queue", "start", "-j", "2"], cwd=repo, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=900).returncode
+    assert code == 0, (repo / ".dvc" / "tmp" / "queue-start.log").read_text()[-3000:]
+
+
 def _wait_for_no_workers(repo: Path) -> None:
     """Until the workers of an earlier test have gone: a live one would take this test's tasks, in
     its own environment (another MLFLOW_TRACKING_URI), and `dvc queue start` would start none."""
@@ -207,7 +221,7 @@ def test_queued_experiments_run_in_temporary_workspaces_into_one_mlflow_store(ra
     assert list(queued.values()) == ["Queued", "Queued"], listed_tasks
     try:
         with _timed(f"two queued experiments, {store} store (dvc queue start -j 2 until both finished)"):
-            _run_tracked(["dvc", "queue", "start", "-j", "2"], ran_repo, uri)
+            _start_queue(ran_repo, uri)
             states = _wait_for_queue(ran_repo, queued)
     finally:  # never leave detached Celery workers behind
         subprocess.run([DVC, "queue", "stop", "--kill"], cwd=ran_repo, capture_output=True)
