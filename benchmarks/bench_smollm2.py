@@ -44,8 +44,9 @@ PARTS = ("generation", "loss forward", "backward")
 
 
 def _cpu_flags() -> str:
-    flags = Path("/proc/cpuinfo").read_text().split("flags")[1].split("\n")[0] if Path("/proc/cpuinfo").exists() else ""
-    return ", ".join(flag if f" {flag}" in flags else f"no {flag}" for flag in ("avx512f", "avx512_bf16"))
+    from hackable_rl.core.numerics import cpu_has_flag
+
+    return ", ".join(flag if cpu_has_flag(flag) == "yes" else f"no {flag}" for flag in ("avx512f", "avx512_bf16"))
 
 
 def train_and_time(config, steps: int) -> tuple[float, dict[str, float], Path]:
