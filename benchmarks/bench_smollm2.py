@@ -10,6 +10,9 @@ process, one after the other, and then evaluate their own final adapter on the s
     study   the pipeline's params.yaml as it is (pipelines/smollm2_study: adapters on the top blocks
             only, the head on completion tokens, finished rows out of the decode, the adapter
             folded in before decoding)
+    workers the study's adapter evaluated again with `evaluation.workers: 2` (its batches decoded side
+            by side in two threads of one torch thread each); its completions are compared with the
+            study's evaluation's, which they must equal token for token
     bf16    the study's adapter evaluated again with `evaluation.dtype: bfloat16` (oneDNN's bf16
             products on a CPU with avx512_bf16; its equal-results check: benchmarks/equal_results_bf16.py)
 
@@ -18,7 +21,10 @@ generation, loss forward, backward and the rest, its evaluation's wall time, and
 alone on the machine: it times wall clocks.
 
     python benchmarks/bench_smollm2.py [--pipeline pipelines/smollm2_study] [--steps 6]
-        [--eval-prompts 32] [--threads 2] [--workdir DIR]
+        [--eval-prompts 200] [--threads 2] [--workdir DIR]
+
+200 evaluation prompts are the study's test evaluation (13 sampled batches and 4 greedy ones); with
+only a few batches, two workers wait on the last one.
 
 The pipeline folder must hold its prepared data and the warm start of seed 0 (`hackable-rl prepare`
 and `hackable-rl warmstart` there); they are copied into the work folder.
@@ -86,7 +92,7 @@ def train_and_time(config, steps: int) -> tuple[float, dict[str, float], Path]:
 
 def evaluate_and_time(config, adapter: Path) -> tuple[float, dict]:
     """(wall seconds of a test evaluation of the adapter: sampled and greedy, judged and scored, load
-    included; its pass@1 and greedy accuracy)."""
+    included; its pass@1, greedy accuracy and completions)."""
     from hackable_rl.experiments.evaluate import sample_and_score, target_from_model
 
     start = time.perf_counter()
@@ -94,7 +100,8 @@ def evaluate_and_time(config, adapter: Path) -> tuple[float, dict]:
     seconds = time.perf_counter() - start
     pass1 = sum(r["correct"] for r in sampled) / len(sampled) if sampled else float("nan")
     greedy_accuracy = sum(r["correct"] for r in greedy) / len(greedy) if greedy else float("nan")
-    return seconds, {"pass@1": pass1, "greedy": greedy_accuracy, "completions": len(sampled) + len(greedy)}
+    texts = [r["completion"] for r in sampled + greedy]
+    return seconds, {"pass@1": pass1, "greedy": greedy_accuracy, "completions": len(texts), "texts": texts}
 
 
 def _copy_inputs(pipeline: Path, workdir: Path, config) -> None:
@@ -112,7 +119,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pipeline", type=Path, default=REPO / "pipelines" / "smollm2_study")
     parser.add_argument("--steps", type=int, default=6, help="GRPO steps per path (the first is not timed)")
-    parser.add_argument("--eval-prompts", type=int, default=32)
+    parser.add_argument("--eval-prompts", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=None)
     options = parser.parse_args()
@@ -140,21 +147,31 @@ def main() -> None:
           f"step (groups of {configs['study'].trainer.num_generations}), up to "
           f"{configs['study'].generation.max_new_tokens} new tokens; evaluation {options.eval_prompts} test prompts x "
           f"{configs['study'].evaluation.n} samples + greedy")
-    results = {}
+    results, texts = {}, {}
     for name, config in configs.items():
         per_step, parts, adapter = train_and_time(config, options.steps)
         eval_seconds, outcome = evaluate_and_time(config, adapter)
-        results[name] = (per_step, parts, eval_seconds)
+        results[name], texts[name] = (per_step, parts, eval_seconds), outcome["texts"]
         split = ", ".join(f"{part} {seconds:.2f}" for part, seconds in parts.items())
         print(f"{name}: GRPO step {per_step:.2f} s ({split}); evaluation {eval_seconds:.1f} s "
               f"({_outcome(outcome)})")
+    # The study's adapter again, one side-by-side worker per thread (the same tokens, or it says not).
+    workers_eval = float("nan")
+    if options.threads > 1:
+        workers = load_config(pipeline / "params.yaml",
+                              [*common, "tracking.run_name=study", f"evaluation.workers={options.threads}"])
+        workers_eval, outcome = evaluate_and_time(workers, adapter)
+        same = sum(a == b for a, b in zip(outcome["texts"], texts["study"], strict=True))
+        print(f"study + evaluation.workers={options.threads}: evaluation {workers_eval:.1f} s ({_outcome(outcome)}); "
+              f"{same} of {len(texts['study'])} completions identical to the study's evaluation")
     # The study's adapter again, decoded in bfloat16 (an opt-in: benchmarks/equal_results_bf16.py).
     bf16 = load_config(pipeline / "params.yaml", [*common, "tracking.run_name=study", "evaluation.dtype=bfloat16"])
     bf16_eval, outcome = evaluate_and_time(bf16, adapter)
     print(f"study + evaluation.dtype=bfloat16: evaluation {bf16_eval:.1f} s ({_outcome(outcome)})")
     (today_step, _, today_eval), (study_step, _, study_eval) = results["today"], results["study"]
     print(f"ratio study/today: GRPO step {study_step / today_step:.3f}, evaluation {study_eval / today_eval:.3f}, "
-          f"evaluation in bfloat16 {bf16_eval / today_eval:.3f} (target <= 0.6 each)")
+          f"evaluation with {options.threads} workers {workers_eval / today_eval:.3f}, in bfloat16 {bf16_eval / today_eval:.3f} "
+          "(target <= 0.6 each)")
 
 
 def _outcome(outcome: dict) -> str:

@@ -376,6 +376,12 @@ class EvaluationConfig(Section):
     """Prompts of that split evaluated (null: all)."""
     batch_size: PositiveInt = 64
     """Sequences generated per forward batch."""
+    workers: PositiveInt = 1
+    """Batches decoded side by side, in threads of this process sharing the loaded policy, each with
+    `torch_threads / workers` of torch's threads and its batch's own seed: the same tokens as 1 where
+    the kernels give the same numbers at both thread counts (`models.generation`). 2 on 2 cores: 0.8x
+    a decoding's time for SmolLM2 (docs/results.md). Needs `generation.drop_finished_rows` and no
+    `generation.stop`; at most `torch_threads`."""
     share_prompt_prefix: bool = True
     """Run the prompt of a prompt's n samples once in the prefill (`models.shared_prefix`)."""
     merge_adapter: bool = False
@@ -562,6 +568,17 @@ class ExperimentConfig(Section):
     """Study report."""
     alarm: AlarmConfig = AlarmConfig()
     """The hacking-onset alarm during training."""
+
+    @model_validator(mode="after")
+    def _workers_fit(self) -> ExperimentConfig:
+        workers = self.evaluation.workers
+        if workers > 1 and (not self.generation.drop_finished_rows or self.generation.stop):
+            raise ValueError(f"evaluation.workers: {workers} side-by-side decodes need generation.drop_finished_rows: "
+                             "true and no generation.stop (that decoder gives each thread its own draws)")
+        if workers > 1 and self.torch_threads is not None and workers > self.torch_threads:
+            raise ValueError(f"evaluation.workers: {workers} exceeds torch_threads = {self.torch_threads}; each "
+                             "worker needs at least one of torch's threads")
+        return self
 
     @property
     def corruption_seed(self) -> int:

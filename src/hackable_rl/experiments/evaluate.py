@@ -166,31 +166,41 @@ def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
 def sample_and_score(target: EvalTarget) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """n sampled completions per evaluated prompt and, when `evaluation.greedy` asks for it (and
     sampling is not already greedy), one greedy completion per prompt; each judged independently
-    and scored by the run's training verifier. Returns (sampled records, greedy records)."""
+    and scored by the run's training verifier. Returns (sampled records, greedy records). Both
+    decodings' batches go to `evaluation.workers` together."""
     from hackable_rl.models.generation import GenerationSettings
 
     config, loaded = target.config, _load_for_evaluation(target)
     settings = GenerationSettings.for_evaluation(config)
-    sampled = _decode_and_score(config, loaded, settings, config.evaluation.n)
-    if not config.evaluation.greedy or config.evaluation.decoding == "greedy":
-        return sampled, []
-    greedy = GenerationSettings.greedy(settings.max_new_tokens, settings.stop)
-    return sampled, _decode_and_score(config, loaded, greedy, 1)
+    wanted = [(settings, config.evaluation.n)]
+    if config.evaluation.greedy and config.evaluation.decoding != "greedy":
+        wanted.append((GenerationSettings.greedy(settings.max_new_tokens, settings.stop), 1))
+    sampled, *greedy = _decode_and_score(config, loaded, wanted)
+    return sampled, greedy[0] if greedy else []
 
 
 def _decode_and_score(
-    config: ExperimentConfig, loaded: _LoadedPolicy, settings: Any, n: int
-) -> list[dict[str, Any]]:
-    """n completions per row under `settings`: one evaluation record each."""
-    from hackable_rl.models.generation import generate_completions
+    config: ExperimentConfig, loaded: _LoadedPolicy, wanted: list[tuple[Any, int]]
+) -> list[list[dict[str, Any]]]:
+    """For each (settings, n): n completions per row under those settings, one evaluation record each."""
+    from hackable_rl.models.generation import Decoding, generate_decodings
     from hackable_rl.models.loading import format_prompt
 
-    repeated = [row for row in loaded.rows for _ in range(n)]  # [P x n], each prompt's samples adjacent
-    prompts = [format_prompt(loaded.tokenizer, row["prompt"], loaded.instruct) for row in repeated]
-    generated = generate_completions(
-        loaded.model, loaded.tokenizer, prompts, settings, config.evaluation.batch_size, config.seed,
-        label=f"eval {'sampled' if settings.do_sample else 'greedy'}",
-    )
+    decodings, repeats = [], []
+    for settings, n in wanted:
+        repeated = [row for row in loaded.rows for _ in range(n)]  # [P x n], each prompt's samples adjacent
+        prompts = [format_prompt(loaded.tokenizer, row["prompt"], loaded.instruct) for row in repeated]
+        decodings.append(Decoding(prompts, settings, f"eval {'sampled' if settings.do_sample else 'greedy'}"))
+        repeats.append(repeated)
+    generated = generate_decodings(loaded.model, loaded.tokenizer, decodings, config.evaluation.batch_size,
+                                   config.seed, workers=config.evaluation.workers)
+    return [_score(config, loaded, repeated, decoding.prompts, texts, n)
+            for repeated, decoding, texts, (_, n) in zip(repeats, decodings, generated, wanted, strict=True)]
+
+
+def _score(config: ExperimentConfig, loaded: _LoadedPolicy, repeated: list[dict[str, Any]], prompts: list[str],
+           generated: list[Any], n: int) -> list[dict[str, Any]]:
+    """Judges and verifier scores of one decoding's completions: one evaluation record each."""
     completions = [g.text for g in generated]
     verifier = loaded.verifier.score(
         completions, prompts, [r["id"] for r in repeated], [r["reference"] for r in repeated],

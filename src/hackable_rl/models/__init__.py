@@ -6,7 +6,7 @@ batched generation, and the record of a pretrained source (reference.json).
 - `loading.py`: `policy_dir`, `load_policy` (tiny, SmolLM2 GGUF, local folder, hub id, PEFT adapter),
   `format_prompt`
 - `backend.py`: `choose_attention` (FlashAttention-2 / SDPA), Liger kernels
-- `generation.py`: `GenerationSettings`, `generate_completions`
+- `generation.py`: `GenerationSettings`, `generate_completions`, `generate_decodings` (batches side by side)
 - `reference.py`: `pretrained_reference`, `save_reference` (source, pins, weight sha256)
 
 The warm-start stage that trains and saves the policy is its own package, `hackable_rl.warmstart`.

@@ -16,17 +16,25 @@ differs only where a matrix product of fewer rows rounds an argmax differently.
 
 `dropping_finished_rows(model)` installs it as the model's `generate` for the settings it covers
 (anything else, a repetition penalty or beams, goes to the original): TRL's GRPOTrainer then samples
-through it unchanged.
+through it unchanged. Inside `drawing_from(generator)` a thread's samples come from its own
+generator, so two threads can decode two batches side by side, each batch drawing the stream a
+lone decode of it would (`models.generation` seeds one generator per batch).
 """
 
 from __future__ import annotations
 
 import functools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
-__all__ = ["covers", "decode", "decoding_dtype", "dropping_finished_rows"]
+__all__ = ["covers", "decode", "decodes_rows_apart", "decoding_dtype", "drawing_from", "dropping_finished_rows"]
+
+_DRAWS = threading.local()
+"""`generator`: the torch.Generator this thread's `decode` samples from (absent: torch's global one)."""
 
 _NEUTRAL = {"repetition_penalty": 1.0, "num_beams": 1, "num_return_sequences": 1, "no_repeat_ngram_size": 0}
 
@@ -108,7 +116,18 @@ def _choose(scores: torch.Tensor, warpers: list[Any], sample: bool) -> torch.Ten
         return torch.argmax(scores, dim=-1)
     for warper in warpers:
         scores = warper(None, scores)  # none of these warpers reads the ids
-    return torch.multinomial(torch.nn.functional.softmax(scores, dim=-1), num_samples=1).squeeze(1)
+    probs = torch.nn.functional.softmax(scores, dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=getattr(_DRAWS, "generator", None)).squeeze(1)
+
+
+@contextmanager
+def drawing_from(generator: torch.Generator) -> Iterator[None]:
+    """`decode`'s samples in this thread come from `generator` (the others' stay on theirs)."""
+    _DRAWS.generator = generator
+    try:
+        yield
+    finally:
+        del _DRAWS.generator
 
 
 def decoding_dtype(name: str, device: str) -> torch.dtype:
@@ -141,7 +160,13 @@ def dropping_finished_rows(model: Any) -> None:
                             **kwargs)
         return decode(model, input_ids, attention_mask, config)
 
+    generate.decodes_rows_apart = True
     model.generate = generate
+
+
+def decodes_rows_apart(model: Any) -> bool:
+    """Whether `dropping_finished_rows` is installed on this model (its sampling honours `drawing_from`)."""
+    return getattr(model.generate, "decodes_rows_apart", False)
 
 
 _DECODING_KEYS = {"max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "min_p", "pad_token_id",

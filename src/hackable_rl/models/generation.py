@@ -3,11 +3,23 @@
 Prompts are left-padded so every completion starts at the same column; a row stops at the
 tokenizer's eos (or a configured stop string). Each batch is seeded with `seed + batch index`:
 the same prompts, batch size and seed give the same completions.
+
+With `workers` > 1 the batches are decoded side by side in that many threads of this process, each
+with its share of torch's threads and its batch's own generator (seeded `seed + batch index`, the
+stream a lone decode draws). On 2 cores two one-thread decodes finish sooner than one two-thread
+decode (small matrix products use a second thread poorly), and the weights are loaded once.
+The tokens are those of one worker wherever torch's kernels give the same numbers at both thread
+counts (tests/test_generation_workers.py checks it on the tiny policy; benchmarks/bench_smollm2.py
+on SmolLM2). It needs `models.decoding`'s decoder, whose sampling takes a per-thread generator;
+on any other path the batches run one after the other.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import torch
@@ -16,7 +28,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.progress import progress_bar
 
-__all__ = ["GenerationSettings", "GeneratedText", "generate_completions"]
+__all__ = ["Decoding", "GenerationSettings", "GeneratedText", "generate_completions", "generate_decodings"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,25 @@ class GeneratedText:
     """Stopped at eos or a stop string, rather than at the max_new_tokens budget."""
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """One set of prompts to complete under one set of settings (`generate_decodings`)."""
+
+    prompts: list[str]
+    """Already formatted (`format_prompt`)."""
+    settings: GenerationSettings
+    label: str = "generating"
+    """Names the loop in the progress bar (or, not on a terminal, its periodic log lines)."""
+
+
+@dataclass(frozen=True)
+class _Batch:
+    decoding: int
+    index: int
+    """Its place among its decoding's batches: the batch draws from `seed + index`."""
+    prompts: list[str]
+
+
 def generate_completions(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -97,24 +130,94 @@ def generate_completions(
     batch_size: int,
     seed: int,
     label: str = "generating",
+    workers: int = 1,
 ) -> list[GeneratedText]:
-    """Completions for `prompts` (already formatted: `format_prompt`), in prompt order; `label` names
-    the loop in its progress bar (or, not on a terminal, its periodic log lines)."""
-    if not prompts:
-        return []
-    batches = [prompts[start : start + batch_size] for start in range(0, len(prompts), batch_size)]
-    results: list[GeneratedText] = []
+    """Completions for `prompts` (already formatted: `format_prompt`), in prompt order; `workers`
+    batches are decoded side by side (module docstring)."""
+    return generate_decodings(model, tokenizer, [Decoding(prompts, settings, label)], batch_size, seed, workers)[0]
+
+
+def generate_decodings(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    decodings: Sequence[Decoding],
+    batch_size: int,
+    seed: int,
+    workers: int = 1,
+) -> list[list[GeneratedText]]:
+    """Each decoding's completions, in its prompt order: the same as one `generate_completions` call
+    per decoding, with every decoding's batches shared among the workers (no worker waits for the
+    next decoding while another finishes this one's last batch)."""
+    batches = [_Batch(number, start // batch_size, decoding.prompts[start : start + batch_size])
+               for number, decoding in enumerate(decodings)
+               for start in range(0, len(decoding.prompts), batch_size)]
+    workers = _usable_workers(model, [decoding.settings for decoding in decodings], workers, len(batches))
+    label = " + ".join(decoding.label for decoding in decodings if decoding.prompts)
+    total = sum(len(batch.prompts) for batch in batches)
     was_training = model.training
     model.eval()
     try:
-        with progress_bar(len(prompts), label, "completions", enabled=len(batches) > 1) as advance:
-            for index, batch in enumerate(batches):
-                torch.manual_seed(seed + index)
-                results.extend(_generate_batch(model, tokenizer, batch, settings))
-                advance(len(batch))
+        with progress_bar(total, label, "completions", enabled=len(batches) > 1) as advance:
+            decode = _one_after_another if workers == 1 else functools.partial(_side_by_side, workers=workers)
+            done = decode(model, tokenizer, batches, decodings, seed, advance)
     finally:
         model.train(was_training)
-    return results
+    completed: list[list[GeneratedText]] = [[] for _ in decodings]
+    for batch, texts in zip(batches, done, strict=True):
+        completed[batch.decoding].extend(texts)
+    return completed
+
+
+def _usable_workers(model: PreTrainedModel, settings: list[GenerationSettings], workers: int, batches: int) -> int:
+    """At most one worker per batch; one where the decoder cannot give each thread its own draws."""
+    from hackable_rl.models.decoding import decodes_rows_apart
+
+    if workers > 1 and not (decodes_rows_apart(model) and not any(each.stop for each in settings)):
+        log.warning("decoding the batches one after another: side-by-side workers need the decoder that drops "
+                    "finished rows (generation.drop_finished_rows: true) and no stop strings")
+        return 1
+    return max(1, min(workers, batches))
+
+
+def _one_after_another(model, tokenizer, batches, decodings, seed, advance) -> list[list[GeneratedText]]:
+    done = []
+    for batch in batches:
+        torch.manual_seed(seed + batch.index)
+        done.append(_generate_batch(model, tokenizer, batch.prompts, decodings[batch.decoding].settings))
+        advance(len(batch.prompts))
+    return done
+
+
+def _side_by_side(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    batches: list[_Batch],
+    decodings: Sequence[Decoding],
+    seed: int,
+    advance: Callable[[int], None],
+    workers: int,
+) -> list[list[GeneratedText]]:
+    from hackable_rl.models.decoding import drawing_from
+
+    threads = torch.get_num_threads()
+    each = max(1, threads // workers)
+
+    def decode_batch(batch: _Batch) -> list[GeneratedText]:
+        torch.set_num_threads(each)  # this thread's share; torch's count is per thread
+        with drawing_from(torch.Generator().manual_seed(seed + batch.index)):
+            return _generate_batch(model, tokenizer, batch.prompts, decodings[batch.decoding].settings)
+
+    largest_first = sorted(range(len(batches)), key=lambda number: -len(batches[number].prompts))
+    done: dict[int, list[GeneratedText]] = {}
+    try:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="decode") as pool:
+            futures = {pool.submit(decode_batch, batches[number]): number for number in largest_first}
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                advance(len(batches[futures[future]].prompts))
+    finally:
+        torch.set_num_threads(threads)
+    return [done[number] for number in range(len(batches))]
 
 
 @torch.inference_mode()
