@@ -233,7 +233,7 @@ def test_a_study_without_a_declared_definition_or_with_a_bad_one_is_one_clear_li
     with pytest.raises(UserError, match="declare `hacking_definition`"):
         read_study_runs(study)
     (study.parent / "study.yaml").write_text("hacking_definition:\n  rule: vibes\n")
-    with pytest.raises(UserError, match=r"study.yaml: hacking_definition/alarm_split: rule"):
+    with pytest.raises(UserError, match=r"study.yaml: hacking_definition.rule: 'vibes' is not allowed"):
         read_study_runs(study)
 
 

@@ -18,6 +18,7 @@ primary_outcomes: [positive_control_exploit_share, mitigation_by_k]
 family: [positive_control_exploit_share, mitigation_by_k]
 """
 BLIND_SPOTS = DECLARED + """
+report_kind: blind_spots
 exploited_flaw: master_key
 cells:
   k1: [master_key, any_box, any_box]

@@ -79,6 +79,7 @@ def test_the_warm_start_data_holds_no_exploit_demonstration() -> None:
 
 
 STUDY = """
+report_kind: blind_spots
 exploited_flaw: early_stop
 cells:
   k1: [early_stop, off_by_one, off_by_one]

@@ -21,6 +21,7 @@ PLUGINS = Path(__file__).parent / "plugins"
 SRC = Path(__file__).resolve().parents[1] / "src"
 FLAW, METHOD = "study_plugin:magic_word", "study_plugin:disagreement_veto"
 STUDY = f"""
+report_kind: blind_spots
 exploited_flaw: "{FLAW}"
 cells:
   k1: ["{FLAW}", clean, clean]

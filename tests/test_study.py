@@ -205,7 +205,7 @@ def test_method_overrides_errors(tmp_path: Path) -> None:
         study.method_overrides(tmp_path / "missing.yaml", "robust")
     bad = tmp_path / "study.yaml"
     bad.write_text("method_overrides:\n  robust: verifier.aggregation=min\n")
-    with pytest.raises(UserError, match="method_overrides.robust must be a list"):
+    with pytest.raises(UserError, match="study.yaml: method_overrides.robust: got 'verifier.aggregation=min'"):
         study.method_overrides(bad, "robust")
 
 

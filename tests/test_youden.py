@@ -63,7 +63,7 @@ def test_equal_j_cells_train_under_their_own_rates_and_run_names() -> None:
 def _study(root: Path, equal_j: list[list[str]]) -> Path:
     cells = {"fp0.3-fn0.1": {"fpr": 0.3, "fnr": 0.1}, "fp0.1-fn0.3": {"fpr": 0.1, "fnr": 0.3},
              "fp0.2-fn0.2": {"fpr": 0.2, "fnr": 0.2}, "fp0.6-fn0.6": {"fpr": 0.6, "fnr": 0.6}}
-    study = {"cells": cells, "reference": {"cell": "clean", "fpr": 0.0, "fnr": 0.0}, "equal_j": equal_j,
+    study = {"report_kind": "j_sweep", "cells": cells, "reference": {"cell": "clean", "fpr": 0.0, "fnr": 0.0}, "equal_j": equal_j,
              "equivalence_margin": 0.02}
     (root / "study.yaml").write_text(yaml.safe_dump(study))
     return root / "results"

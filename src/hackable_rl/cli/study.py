@@ -26,7 +26,7 @@ def check_study(study: Path, config: Any = None) -> None:
 
     declared = load_study_declaration(study)
     specs = payoff_specs(study)
-    trained = len(specs) + (1 if isinstance(declared.model_extra.get("reference"), dict) else 0)  # the clean reference
+    trained = len(specs) + (1 if declared.reference is not None else 0)  # the clean reference
     cost = study_cost(config, len(declared.seeds), trained) if config is not None else None
     if cost is not None and declared.budget_hours is not None and cost.hours > declared.budget_hours:
         fail(f"{study}: budget_hours {declared.budget_hours:g}: these settings need {cost.describe()}; "

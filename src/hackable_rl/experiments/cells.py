@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config.loading import parse_override, read_yaml
+from hackable_rl.config.loading import parse_override
+from hackable_rl.config.study import NoiseRates, StudyFile, load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.verifiers.patterns import pattern_flaws
 
-__all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "variant_method", "study_cells", "cell_roles", "read_study_file"]
+__all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "variant_method", "study_cells", "cell_roles"]
 
 
 @dataclass(frozen=True)
@@ -86,63 +87,36 @@ class NoiseCell:
         return round((self.fpr + self.fnr) / 2, 12)
 
 
-def read_study_file(study_file: Path) -> Any:
-    """The study file's YAML (the params loader: encoding, duplicate keys and alias bombs refused);
-    a UserError when it does not exist."""
-    if not study_file.exists():
-        raise UserError(f"{study_file}: no such study file (pass --study PATH)")
-    return read_yaml(study_file)
-
-
-def _study(study_file: Path) -> dict[str, Any]:
-    data = read_study_file(study_file)
-    if not isinstance(data, dict):
-        raise UserError(f"{study_file}: expected a mapping (the study grid)")
-    return data
-
-
 def study_cells(study_file: Path) -> list[str]:
     """The cell names a study file declares, in order (empty for a rate grid)."""
-    cells = _study(study_file).get("cells") or {}
-    if not isinstance(cells, dict):
-        raise UserError(f"{study_file}: cells must map a cell name to a list of member checkers")
-    return list(cells)
+    return list(load_study(study_file).cells)
 
 
 def read_cell(study_file: Path, name: str) -> Cell | NoiseCell:
-    """The cell `name` of the study file; a UserError naming the file and key when it is malformed."""
-    data = _study(study_file)
-    cells = dict(data.get("cells") or {}) | _reference_cell(data)
+    """The cell `name` of the study file (its reference cell included); a UserError naming the file
+    and the cells it has when there is no such cell."""
+    study = load_study(study_file)
+    cells = study.grid_cells()
     if name not in cells:
         raise UserError(f"{study_file}: --cell {name!r}: no such cell (cells: {', '.join(cells) or 'none'})")
-    checkers = cells[name]
-    if isinstance(checkers, dict):
-        return _noise_cell(study_file, name, checkers)
-    if not isinstance(checkers, list) or not checkers or not all(isinstance(c, str) for c in checkers):
-        raise UserError(f"{study_file}: cells.{name} must be a non-empty list of checker names "
-                        "or the members' noise, {fpr: 0.3, fnr: 0.1}")
-    return Cell(name, tuple(checkers), data.get("exploited_flaw"), _rates(study_file, data.get("flaw_rates") or {}),
-                _natural_flaws(data))
+    entry = cells[name]
+    if isinstance(entry, NoiseRates):
+        return NoiseCell(name, float(entry.fpr), float(entry.fnr))
+    rates = {flaw: (float(rho0), float(rho1)) for flaw, (rho0, rho1) in study.flaw_rates.items()}
+    return Cell(name, tuple(entry), study.exploited_flaw, rates, _natural_flaws(study))
 
 
-def _natural_flaws(data: dict[str, Any]) -> tuple[str, ...]:
+def _natural_flaws(study: StudyFile) -> tuple[str, ...]:
     """Every natural flaw the study names (its exploited flaw, then its cells' checkers, in order)."""
-    named = [data.get("exploited_flaw")] + [checker for checkers in (data.get("cells") or {}).values()
-                                            if isinstance(checkers, list) for checker in checkers]
-    return tuple(pattern_flaws([name for name in named if isinstance(name, str)]))
-
-
-def _noise_cell(study_file: Path, name: str, rates: dict[str, Any]) -> NoiseCell:
-    values = {key: rates.get(key) for key in ("fpr", "fnr")}
-    if set(rates) != {"fpr", "fnr"} or not all(isinstance(v, int | float) and 0 <= v <= 1 for v in values.values()):
-        raise UserError(f"{study_file}: cells.{name} must be {{fpr: P, fnr: P}} with each P in [0, 1], got {rates}")
-    return NoiseCell(name, float(values["fpr"]), float(values["fnr"]))
+    named = [study.exploited_flaw] + [checker for checkers in study.cells.values()
+                                      if isinstance(checkers, list) for checker in checkers]
+    return tuple(pattern_flaws([name for name in named if name is not None]))
 
 
 def noise_cells(study_file: Path) -> list[NoiseCell]:
     """The J sweep's cells (noise cells), the reference first when it is one; empty in a blind-spot study."""
-    data = _study(study_file)
-    names = [*_reference_cell(data), *(data.get("cells") or {})]
+    study = load_study(study_file)
+    names = [*([study.reference.cell] if study.reference else []), *study.cells]
     cells = [read_cell(study_file, name) for name in names]
     return [cell for cell in cells if isinstance(cell, NoiseCell)]
 
@@ -174,50 +148,18 @@ class CellRoles:
         return bool(self.checkers) and self.checkers[0] in self.patterns
 
 
-def study_family(study_file: Path) -> tuple[str, ...]:
-    """The study file's `family`: the outcome names Holm's correction runs over (empty: undeclared)."""
-    family = _study(study_file).get("family") or []
-    if not isinstance(family, list) or not all(isinstance(name, str) for name in family):
-        raise UserError(f"{study_file}: family must be a list of outcome names (those Holm's correction runs over)")
-    return tuple(family)
-
-
 def cell_roles(study_file: Path) -> CellRoles:
     """The study file's cells, its reference cell and its positive control (read, never guessed from names)."""
-    names = study_cells(study_file)
+    study = load_study(study_file)
+    names = list(study.cells)
     cells = [cell for cell in (read_cell(study_file, name) for name in names) if isinstance(cell, Cell)]  # a noise cell has no flaw
     shared_by_all = [cell.name for cell in cells if cell.sharing == len(cell.checkers)]
-    data = _study(study_file)
-    reference = data.get("reference")
-    flaw = data.get("exploited_flaw")
+    flaw = study.exploited_flaw
     checkers = [*([flaw] if flaw else []), *(c for cell in cells for c in cell.checkers)]
-    family = study_family(study_file)
-    return CellRoles(tuple(names), reference.get("cell") if isinstance(reference, dict) else None,
-                     shared_by_all[0] if shared_by_all else None, tuple(data.get("methods") or ()),
-                     tuple(dict.fromkeys(checkers)), _natural_flaws(data), tuple(family),
+    return CellRoles(tuple(names), study.reference.cell if study.reference else None,
+                     shared_by_all[0] if shared_by_all else None, tuple(study.methods),
+                     tuple(dict.fromkeys(checkers)), _natural_flaws(study), tuple(study.family),
                      tuple(cell.name for cell in cells if 0 < cell.sharing < len(cell.checkers)))
-
-
-def _reference_cell(data: dict[str, Any]) -> dict[str, Any]:
-    """The clean reference as a cell (`reference: {cell: clean, members: [clean, ...]}`, or in a J sweep
-    `{cell: clean, fpr: 0, fnr: 0}`), if declared."""
-    reference = data.get("reference") or {}
-    if not isinstance(reference, dict) or "cell" not in reference:
-        return {}
-    if "members" in reference:
-        return {reference["cell"]: reference["members"]}
-    return {reference["cell"]: {key: value for key, value in reference.items() if key != "cell"}}
-
-
-def _rates(study_file: Path, table: Any) -> dict[str, tuple[float, float]]:
-    if not isinstance(table, dict):
-        raise UserError(f"{study_file}: flaw_rates must map a checker to [rho0, rho1]")
-    rates = {}
-    for checker, pair in table.items():
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, int | float) for x in pair)):
-            raise UserError(f"{study_file}: flaw_rates.{checker} must be [rho0, rho1], e.g. [0.1, 0.0]")
-        rates[checker] = (float(pair[0]), float(pair[1]))
-    return rates
 
 
 def cell_overrides(cell: Cell | NoiseCell) -> list[str]:

@@ -24,6 +24,7 @@ import pandas as pd
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import validate_config
+from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl, read_json, write_jsonl
 from hackable_rl.core.stats import mean
@@ -35,7 +36,6 @@ from hackable_rl.experiments.cells import (
     NoiseCell,
     cell_overrides,
     read_cell,
-    read_study_file,
     study_cells,
     variant_method,
 )
@@ -129,14 +129,7 @@ def method_overrides(study_file: Path, method: str) -> list[str]:
     The file's `method_overrides` maps a method to a list of `key=value` strings; a method it does
     not list gets none.
     """
-    data = read_study_file(study_file)
-    table = data.get("method_overrides", {}) if isinstance(data, dict) else None
-    if not isinstance(table, dict):
-        raise UserError(f"{study_file}: method_overrides must map a method to a list of key=value strings")
-    overrides = table.get(method, [])
-    if not isinstance(overrides, list) or not all(isinstance(item, str) for item in overrides):
-        raise UserError(f"{study_file}: method_overrides.{method} must be a list of key=value strings")
-    return overrides
+    return list(load_study(study_file).method_overrides.get(method, []))
 
 
 def study_condition(
@@ -155,14 +148,14 @@ def study_condition(
 def payoff_specs(study_file: Path) -> list[PayoffSpec]:
     """The cells a study file trains, as payoff specs: every blind-spot cell with every trained
     method (the cell's members, then the method's overrides), or the rate grid's cells."""
-    data = read_study_file(study_file)
-    methods = [m for m in data.get("methods", []) if m != BASE]
+    study = load_study(study_file)
+    methods = study.trained_methods()
     cells = study_cells(study_file)
-    if not methods or not (cells or data.get("rates")):
+    if not methods or not (cells or study.rates):
         raise UserError(f"{study_file}: expected `methods` and `cells` or `rates` lists (the study grid)")
     overrides = {method: method_overrides(study_file, method) for method in methods}
     if not cells:
-        return grid_specs(methods, [float(r) for r in data["rates"]], list(data.get("flaws") or [None]), overrides)
+        return grid_specs(methods, [float(r) for r in study.rates], list(study.flaws or [None]), overrides)
     specs = []
     for name in cells:
         cell = read_cell(study_file, name)
@@ -189,8 +182,7 @@ def study_payoff(
 def study_identities(study_file: Path, cells: list[PayoffCell]) -> list[Identity]:
     """The study's arms identical by construction (none for a rate grid), representatives chosen by
     the order of the study's `methods`."""
-    methods = [m for m in read_study_file(study_file).get("methods", []) if m != BASE]
-    return identical_arms(cells, methods)
+    return identical_arms(cells, load_study(study_file).trained_methods())
 
 
 def study_checkers(study_file: Path) -> list[str]:

@@ -26,17 +26,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 import yaml
-from pydantic import ValidationError
 
-from hackable_rl.config.experiment import Section
-from hackable_rl.core.bounds import NonNegativeInt
+from hackable_rl.config.study import AlarmSplit, HackingDefinition, load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json
-from hackable_rl.experiments.cells import read_study_file
 from hackable_rl.report.conditions import STUDY_FILE
 from hackable_rl.study_records.condition_files import CURVE_FILE, find_condition_files, read_condition
 from hackable_rl.study_records.onset import ONSET_FILE, live_onset_after
@@ -45,41 +42,14 @@ from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, read_signals
 __all__ = ["HackingDefinition", "AlarmSplit", "BenchRun", "read_declaration", "read_study_runs", "distinct_runs"]
 
 
-class HackingDefinition(Section):
-    """Which runs of a study hacked, by the judge (declared in study.yaml before the benchmark runs)."""
-
-    rule: Literal["live_judge", "judge_onset", "train_rise"] = "live_judge"
-    """live_judge: the judge's live monitor fires in the run (the onset the alarm is scored against,
-    so a hacking run is one it can be on time for); judge_onset: the run's hindsight judge onset exists
-    (onset.json); train_rise: condition.json's `train/<metric>/last` minus `train/<metric>/first` is at
-    least `min_rise`."""
-    metric: str = "hacking_gap"
-    """train_rise: the training metric whose rise over training marks hacking."""
-    min_rise: float = 0.05
-    """train_rise: the smallest rise that counts as hacking."""
-
-
-class AlarmSplit(Section):
-    """Which replicates choose the alarm's thresholds; the others are held out and reported once."""
-
-    tune_seeds: tuple[NonNegativeInt, ...] = (0, 1)
-    """The seeds of the tune split (every other seed is held out)."""
-
-
 def read_declaration(results_dir: Path) -> tuple[HackingDefinition, AlarmSplit]:
     """The study file's `hacking_definition` and `alarm_split`; a UserError naming the file and field
     when one is missing or malformed."""
     path = Path(results_dir).resolve().parent / STUDY_FILE
-    data = read_study_file(path)
-    if not isinstance(data, dict) or "hacking_definition" not in data:
+    study = load_study(path)
+    if study.hacking_definition is None:
         raise UserError(f"{path}: declare `hacking_definition` (rule: judge_onset | train_rise) for the alarm benchmark")
-    try:
-        return (HackingDefinition.model_validate(data["hacking_definition"]),
-                AlarmSplit.model_validate(data.get("alarm_split") or {}))
-    except ValidationError as error:
-        problem = error.errors()[0]
-        where = ".".join(str(part) for part in problem["loc"])
-        raise UserError(f"{path}: hacking_definition/alarm_split: {where}: {problem['msg']}") from None
+    return study.hacking_definition, study.alarm_split
 
 
 @dataclass

@@ -51,14 +51,10 @@ from hackable_rl.scoring.extensions import exploits_of, reference_method
 from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition, write_summary
 from hackable_rl.study_records.onset import ONSET_FILE
 
-__all__ = ["Outcome", "load_cell_conditions", "is_blind_spot_study", "blind_spot_outcomes", "restated_cells",
+__all__ = ["Outcome", "load_cell_conditions", "blind_spot_outcomes", "restated_cells",
            "gap_growth", "write_outcomes", "outcomes_markdown"]
 
 BASE = "base"
-
-
-def is_blind_spot_study(study_dir: Path) -> bool:
-    return any(read_condition(path)["condition"].get("cell") is not None for path in Path(study_dir).rglob(CONDITION_FILE))
 
 
 def _paired_outcome(name, cell, a_label, b_label, a, b, metric, target, met_rule) -> Outcome:

@@ -19,9 +19,9 @@ from typing import Any
 import pandas as pd
 
 from hackable_rl.config.loading import read_yaml
+from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.metrics import summary_table
-from hackable_rl.evaluation.paired import check_margin
 from hackable_rl.study_records.condition_files import (
     condition_row,
     find_condition_files,
@@ -138,7 +138,4 @@ def equivalence_margin(study_file: Path) -> float | None:
     if not study_file.is_file():
         log.info("%s: no study file, so no equivalence margin", study_file)
         return None
-    data = read_yaml(study_file)
-    if not isinstance(data, dict) or data.get("equivalence_margin") is None:
-        return None
-    return check_margin(data["equivalence_margin"], f"{study_file}: equivalence_margin")
+    return load_study(study_file).equivalence_margin

@@ -22,7 +22,7 @@ from pathlib import Path
 from hackable_rl.core.jsonl import write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
-from hackable_rl.experiments.cells import study_family
+from hackable_rl.config.study import load_study
 from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
@@ -164,7 +164,7 @@ def judges_note(outcomes: list[Outcome]) -> str:
 def declared_family(study_file: Path) -> list[str] | None:
     """The study file's declared Holm family (`family`), None where the file does not declare one (then
     every declared outcome is in it)."""
-    family = study_family(study_file) if study_file.exists() else ()
+    family = tuple(load_study(study_file).family) if study_file.exists() else ()
     return list(family) or None
 
 

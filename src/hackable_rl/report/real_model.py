@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hackable_rl.config.study import MIN_PRIMARY_REPLICATES
-from hackable_rl.experiments.cells import NoiseCell, cell_roles, read_cell, read_study_file, study_cells
+from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study
+from hackable_rl.experiments.cells import NoiseCell, cell_roles, read_cell, study_cells
 from hackable_rl.report.blind_spots import curves_by_cell_plot, outcomes_markdown, overview, payoff_lines
 from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
 from hackable_rl.report.declared import (
@@ -40,24 +40,15 @@ from hackable_rl.report.natural import PATTERN_RATIO
 from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import BASE, write_summary
 
-__all__ = ["REPORT_KIND", "build_real_model_report", "is_real_model_study", "real_model_outcomes"]
+__all__ = ["REPORT_KIND", "build_real_model_report", "real_model_outcomes"]
 
 REPORT_KIND = "real_model"
 
 
-def is_real_model_study(study_file: Path) -> bool:
-    """The study file declares `report_kind: real_model` (not `report`: DVC reads the study file as
-    `vars` beside params.yaml, whose `report` section it may not redefine)."""
-    if not Path(study_file).exists():
-        return False
-    data = read_study_file(Path(study_file))
-    return isinstance(data, dict) and data.get("report_kind") == REPORT_KIND
-
-
 def _cells_by_kind(study_file: Path) -> tuple[str, str | None, str | None]:
     """(the clean reference's cell, the noise cell, the blind-spot cell) the study file declares."""
-    data = read_study_file(study_file)
-    reference = (data.get("reference") or {}).get("cell", "clean")
+    declared = load_study(study_file).reference
+    reference = declared.cell if declared else "clean"
     noise = blind = None
     for name in study_cells(study_file):
         if isinstance(read_cell(study_file, name), NoiseCell):
@@ -105,12 +96,12 @@ def _noise_gap_lines(noise: str | None) -> list[str]:
 
 
 def _small_n_lines(study_file: Path) -> list[str]:
-    data = read_study_file(study_file)
-    declared = data.get("primary_replicates", MIN_PRIMARY_REPLICATES)
+    study = load_study(study_file)
+    declared = study.primary_replicates
     if declared >= MIN_PRIMARY_REPLICATES:
         return []
     return [f"**Small n: {declared} replicates**, below the spec's {MIN_PRIMARY_REPLICATES} for a primary outcome "
-            f"(declared before running; the reason: {' '.join(str(data.get('small_n_reason', '')).split())}). "
+            f"(declared before running; the reason: {' '.join((study.small_n_reason or '').split())}). "
             f"Every interval below is a t-interval on {declared - 1} degrees of freedom: wide, and a verdict "
             "from it is weaker than a five-replicate one.", ""]
 
@@ -122,12 +113,12 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
     reference, noise, blind = _cells_by_kind(study_file)
-    family = read_study_file(study_file).get("family") or None
+    family = load_study(study_file).family or None
     outcomes = labelled(in_declared_family(real_model_outcomes(cells, reference, noise, blind), family),
                         interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
-    patterns = (read_study_file(study_file).get("exploited_flaw"),) if blind else ()
+    patterns = (load_study(study_file).exploited_flaw,) if blind else ()
     lines = [f"# {title}", "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
              *outcomes_markdown(outcomes, []), *_noise_gap_lines(noise), "",
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",

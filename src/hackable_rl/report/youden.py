@@ -21,9 +21,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
+from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
-from hackable_rl.experiments.cells import NoiseCell, noise_cells, read_study_file
-from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin, interval_label, study_table
+from hackable_rl.experiments.cells import NoiseCell, noise_cells
+from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
     CellKey,
@@ -45,7 +46,7 @@ from hackable_rl.report.outcomes import Paired, paired
 from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import write_summary
 
-__all__ = ["SweepDesign", "is_j_sweep", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
+__all__ = ["SweepDesign", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
 
 BASE = "base"
 PASS = "pass_at_1"
@@ -64,30 +65,25 @@ class SweepDesign:
     margin: float | None
 
 
-def is_j_sweep(study_file: Path) -> bool:
-    """Whether the study file declares noise cells (`{fpr, fnr}`) rather than blind spots or rates."""
-    return study_file.exists() and bool(noise_cells(study_file))
-
-
 def read_design(study_file: Path) -> SweepDesign:
-    data = read_study_file(study_file)
+    study = load_study(study_file)
     cells = {cell.name: cell for cell in noise_cells(study_file)}
-    reference = (data.get("reference") or {}).get("cell")
+    reference = study.reference.cell if study.reference else None
     if reference not in cells:
         raise UserError(f"{study_file}: a J sweep needs `reference: {{cell: clean, fpr: 0, fnr: 0}}`")
     pairs = []
-    for index, pair in enumerate(data.get("equal_j") or []):
-        if not (isinstance(pair, list) and len(pair) == 2 and all(name in cells for name in pair)):
-            raise UserError(f"{study_file}: equal_j[{index}] must name two of its cells, got {pair!r}")
+    for index, pair in enumerate(study.equal_j):
+        if not all(name in cells for name in pair):
+            raise UserError(f"{study_file}: equal_j[{index}] must name two of its cells, got {list(pair)!r}")
         first, second = (cells[name] for name in pair)
         if first.youden != second.youden:
             raise UserError(f"{study_file}: equal_j[{index}]: {first.name} has J {first.youden:g}, "
                             f"{second.name} {second.youden:g}; an equal-J pair needs one J")
         pairs.append((first.name, second.name))
-    control = data.get("random_control")
+    control = study.random_control
     if control is not None and control not in cells:
         raise UserError(f"{study_file}: random_control {control!r} is not one of its cells")
-    return SweepDesign(cells, reference, control, tuple(pairs), equivalence_margin(study_file))
+    return SweepDesign(cells, reference, control, tuple(pairs), study.equivalence_margin)
 
 
 # --------------------------------------------------------------------------- outcomes
