@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from hackable_rl.config.study import load_study
 from hackable_rl.core.jsonl import write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
-from hackable_rl.config.study import load_study
 from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
