@@ -1,7 +1,7 @@
 """The floors of the house, checked from the source: the import graph has no circle, `answers/` at
 the bottom imports nothing above it, `verifiers/` never imports `rewards/` (or the scoring that sits
-on both), and no function or file outgrows what a reader takes in at once (config/experiment.py, the schema, is
-one source of truth and may be longer)."""
+on both), and no function or file outgrows what a reader takes in at once: every file stays comfortably
+inside its limit (under COMFORTABLE_SHARE of it), so the next change does not force a split by accident."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hackable_rl"
 MAX_FUNCTION_LINES = 60
 MAX_FILE_LINES = 450
-LONG_FILES_ALLOWED = {"config/experiment.py"}
-MAX_SCHEMA_LINES = 650
+COMFORTABLE_SHARE = 0.9
+"""No file within 10% of MAX_FILE_LINES: a file that grows there is split along its sections by design."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -167,12 +167,12 @@ def test_loading_a_config_imports_no_extension() -> None:
 def test_the_schema_imports_nothing_above_it() -> None:
     below = {"hackable_rl.core", "hackable_rl.core.bounds", "hackable_rl.config.field_types", "hackable_rl.core.storage",
              "hackable_rl.core.errors"}
-    parts = {"hackable_rl.config.section", "hackable_rl.config.data_sections"}  # the schema's own sections
+    parts = {"hackable_rl.config.section", "hackable_rl.config.data_sections", "hackable_rl.config.evaluation_sections",
+             "hackable_rl.config.reward_sections"}  # the schema's own sections
     graph = _import_graph()
     assert graph["hackable_rl.config.experiment"] <= below | parts, graph["hackable_rl.config.experiment"]
     for part in parts:
         assert graph[part] <= below | parts, graph[part]
-    assert (PACKAGE / "config" / "experiment.py").read_text().count("\n") < MAX_SCHEMA_LINES
 
 
 def _modules(folder: str) -> list[Path]:
@@ -201,7 +201,7 @@ def test_functions_and_files_stay_short() -> None:
     long_functions, long_files = [], []
     for path in sorted(PACKAGE.rglob("*.py")):
         text = path.read_text()
-        if text.count("\n") > MAX_FILE_LINES and str(path.relative_to(PACKAGE)) not in LONG_FILES_ALLOWED:
+        if text.count("\n") > COMFORTABLE_SHARE * MAX_FILE_LINES:
             long_files.append(f"{path.relative_to(PACKAGE)}: {text.count(chr(10))} lines")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):

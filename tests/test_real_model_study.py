@@ -59,10 +59,11 @@ def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(proje
 def test_a_bfloat16_evaluation_decodes_in_bfloat16_and_scores_every_prompt(project) -> None:
     from hackable_rl.config.loading import load_config
     from hackable_rl.experiments import evaluate
+    from hackable_rl.experiments.eval_targets import target_from_model
 
     config = load_config(project / "params.yaml", ["evaluation.dtype=bfloat16", "evaluation.max_prompts=3",
                                                    "evaluation.n=2", "evaluation.k=[1,2]", "tracking.enabled=false"])
-    loaded = evaluate._load_for_evaluation(evaluate.target_from_model(config, None))
+    loaded = evaluate._load_for_evaluation(target_from_model(config, None))
     assert {parameter.dtype for parameter in loaded.model.parameters()} == {__import__("torch").bfloat16}
-    sampled, greedy = evaluate.sample_and_score(evaluate.target_from_model(config, None))
+    sampled, greedy = evaluate.sample_and_score(target_from_model(config, None))
     assert len(sampled) == 6 and len(greedy) == 3 and all(isinstance(r["completion"], str) for r in sampled + greedy)

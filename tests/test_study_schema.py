@@ -22,7 +22,7 @@ YAML_READERS = {
     "report/alarm_runs.py": "a study's params.yaml (the warm start's name)",
     "study_records/stale.py": "a study's dvc.lock",
     "training/resume_guard.py": "a checkpoint's saved config",
-    "experiments/evaluate.py": "an MLflow run's config.yaml",
+    "experiments/eval_targets.py": "an MLflow run's config.yaml",
     "tracking/provenance.py": "dvc.yaml's stage names",
 }
 """Every module that parses YAML, and what it parses: none of it is a study file."""

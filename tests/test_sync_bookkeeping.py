@@ -193,7 +193,7 @@ def test_sync_replays_block_tables_datasets_and_the_description(tmp_path, monkey
 def test_two_runs_logging_one_new_dataset_at_once_stay_online(tmp_path):
     """`hackable-rl seeds` starts two runs side by side: both insert the same new dataset row, the
     second insert fails on the unique key (seen with SQLite), and that run must not go offline."""
-    from hackable_rl.tracking.tracker import _log_input
+    from hackable_rl.tracking.client_calls import _log_input
 
     class RacingClient:
         calls = 0

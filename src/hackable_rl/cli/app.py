@@ -248,6 +248,7 @@ def eval_command(
     With --run-id, the evaluated checkpoint becomes a Model Registry version carrying its eval metrics."""
     from hackable_rl.core.summaries import eval_lines
     from hackable_rl.experiments import evaluate as runs
+    from hackable_rl.experiments.eval_targets import target_from_model, target_from_run
 
     cfg = _model_config(config, overrides)
     for path, option in ((metrics_dir, "--metrics-dir"), (out_dir, "--out-dir")):
@@ -264,9 +265,9 @@ def eval_command(
         typer.echo(f"learning curve: {out}")
         return
     if run_id is not None:
-        target = runs.target_from_run(cfg, run_id, step)
+        target = target_from_run(cfg, run_id, step)
     else:
-        target = runs.target_from_model(cfg, model)
+        target = target_from_model(cfg, model)
     result = runs.evaluate(target, metrics_dir, out_dir)
     for line in eval_lines(result.metrics, result.out_dir):
         typer.echo(line)
@@ -327,7 +328,8 @@ def compare_command(
 ) -> None:
     """Paired comparisons with 95% t-intervals across replicates (pass@1, greedy accuracy, hacking gap) from prompts.jsonl,
     written to compare.json; --margin M adds the equivalence test (TOST: the 90% CI inside (-M, +M))."""
-    from hackable_rl.evaluation.paired import compare_named, parse_pairs, parse_policies, write_comparisons
+    from hackable_rl.evaluation.named import compare_named, parse_pairs, parse_policies
+    from hackable_rl.evaluation.paired import write_comparisons
 
     comparisons = compare_named(parse_policies(policies), parse_pairs(pairs), seed, margin)
     write_comparisons(out, comparisons)

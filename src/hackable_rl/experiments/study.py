@@ -39,7 +39,8 @@ from hackable_rl.experiments.cells import (
     study_cells,
     variant_method,
 )
-from hackable_rl.experiments.evaluate import EvalTarget, evaluate, target_from_model
+from hackable_rl.experiments.eval_targets import EvalTarget, target_from_model
+from hackable_rl.experiments.evaluate import evaluate
 from hackable_rl.experiments.exploits import (
     curve_columns,
     exploit_share_by_prompt,
