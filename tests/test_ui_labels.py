@@ -12,8 +12,8 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from hackable_rl.core.summaries import eval_description
 from hackable_rl.tracking import Tracker
+from hackable_rl.tracking.descriptions import eval_description
 from hackable_rl.tracking.models_registry import (
     ABANDONED_TAG,
     EVALUATED_TAG,

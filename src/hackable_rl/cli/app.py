@@ -115,7 +115,7 @@ def judge(
     """Judge any JSONL of completions with the independent (clean) judge; adds correct/parsed/reason."""
     from rich.console import Console
 
-    from hackable_rl.core.summaries import judge_table
+    from hackable_rl.cli.summaries import judge_table
     from hackable_rl.evaluation.judge import JudgeOptions, judge_file
 
     # The ranges of rewards.rel_tol and rewards.math_verify_timeout_s, the same settings in a config.
@@ -246,7 +246,7 @@ def eval_command(
     """Independently evaluate a run's policy (or --model PATH / --base): pass@k, hacking gap, FP/FN rates.
 
     With --run-id, the evaluated checkpoint becomes a Model Registry version carrying its eval metrics."""
-    from hackable_rl.core.summaries import eval_lines
+    from hackable_rl.cli.summaries import eval_lines
     from hackable_rl.experiments import evaluate as runs
     from hackable_rl.experiments.eval_targets import target_from_model, target_from_run
 
@@ -342,7 +342,7 @@ def compare_command(
 def warmstart(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None,
               metrics_dir: Annotated[Path, typer.Option(help="Where warmstart.json goes.")] = Path("metrics")) -> None:
     """Warm-start the tiny policy (tokenizer, SFT, held-out greedy accuracy) or record a pretrained source."""
-    from hackable_rl.core.summaries import warmstart_line
+    from hackable_rl.cli.summaries import warmstart_line
     from hackable_rl.models.loading import policy_dir
     from hackable_rl.warmstart import run_warmstart
 

@@ -21,7 +21,6 @@ from hackable_rl.config.loading import flatten_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.core.storage import Storage
-from hackable_rl.core.summaries import eval_description
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.evaluation.metrics import (
@@ -36,6 +35,7 @@ from hackable_rl.experiments.eval_targets import EvalTarget, target_from_run
 from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.scoring.records import EvaluationRecord
 from hackable_rl.tracking import Tracker, attach_tracker, start_tracker
+from hackable_rl.tracking.descriptions import eval_description
 from hackable_rl.tracking.models_registry import mark_evaluated
 from hackable_rl.tracking.provenance import dataset_input
 from hackable_rl.tracking.runs import (

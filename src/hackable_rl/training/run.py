@@ -26,7 +26,6 @@ from hackable_rl.core.jsonl import read_jsonl, write_json
 from hackable_rl.core.numerics import DISPATCH_VARIABLE, dispatch_record
 from hackable_rl.core.run_lock import run_lock
 from hackable_rl.core.storage import Storage
-from hackable_rl.core.summaries import train_description
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.models.backend import policy_device
@@ -35,6 +34,7 @@ from hackable_rl.models.shared_prefix import share_prefixes
 from hackable_rl.scoring.payoff import own_cell_payoff, write_payoff
 from hackable_rl.scoring.pipeline import RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
+from hackable_rl.tracking.descriptions import train_description
 from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
 from hackable_rl.tracking.rewind import forget_steps_after
 from hackable_rl.tracking.versions import checkpoint_artifacts, without_registered_versions
