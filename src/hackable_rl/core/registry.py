@@ -116,6 +116,10 @@ def _never(config: Any) -> bool:
     return False
 
 
+def _no_twin(config: Any) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class RewardSpec:
     """A registered reward: the plain function (TRL's contract) and what it needs from the run."""
@@ -160,6 +164,11 @@ class MethodSpec:
     uses_known_rates: bool = False
     """It reads each member's known noise rates (`verifier.members[].noise_rates`, else the
     channel's), so a study's measured flaw rates are what it is given."""
+    affine_to: Callable[[Any], str | None] = _no_twin
+    """The method whose optimised reward this one's is, under a config, a positive affine map of on
+    every completion (a x r + b, a > 0): GRPO's group centring removes b and Adam's normalisation a
+    (up to its epsilon and gradient clipping), so the two train alike and are never tested against
+    each other. None where it is not."""
 
     def __post_init__(self) -> None:
         if self.report_role not in (REFERENCE, TREATMENT):

@@ -180,6 +180,28 @@ def study_payoff(
     return score_specs(config, specs, prompts, samples), rates
 
 
+def affine_twins(study_file: Path, params: Path) -> set[tuple[str, str, str]]:
+    """(cell, method, twin) for every trained arm whose optimised reward is, by its method's own
+    declaration (`MethodSpec.affine_to`), a positive affine map of another of the cell's methods':
+    the arm trains as its twin does, and the report never tests one against the other."""
+    from hackable_rl.config.loading import load_config
+    from hackable_rl.core.registry import METHODS
+
+    study = load_study(study_file)
+    methods = study.trained_methods()
+    twins = set()
+    for cell in study.cells:
+        for method in methods:
+            if method in study.method_cells and cell not in study.method_cells[method]:
+                continue
+            overrides, _, _ = study_condition(study_file, method, cell)
+            config = load_config(params, overrides)
+            twin = METHODS.get(config.method).affine_to(config)
+            if twin is not None and twin != method and twin in methods:
+                twins.add((cell, method, twin))
+    return twins
+
+
 def study_identities(study_file: Path, cells: list[PayoffCell]) -> list[Identity]:
     """The study's arms identical by construction (none for a rate grid), representatives chosen by
     the order of the study's `methods`."""

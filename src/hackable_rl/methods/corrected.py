@@ -135,5 +135,19 @@ def keeps_group_mean(config) -> bool:
     return _settings(config).kind == "forward"
 
 
+def affine_to(config) -> str | None:
+    """`baseline` where the backward correction is one affine map of baseline's reward: every member
+    has the same known rates, so each is mapped by the same (r - rho0) / (1 - rho0 - rho1), and the
+    mean of the mapped rewards is that map of their mean (the blind-spot study's k3, every J-sweep
+    cell). The forward weight keeps its group mean in the advantage, so a shift is not removed there."""
+    if _settings(config).kind != "backward" or config.verifier.aggregation != "mean":
+        return None
+    rates = set(member_rates(config))
+    if len(rates) != 1 or None in next(iter(rates)):
+        return None
+    rho0, rho1 = next(iter(rates))
+    return "baseline" if rho0 + rho1 < 1.0 else None
+
+
 register_method("corrected", check_config=check_config, keeps_group_mean=keeps_group_mean,
-                settings=CorrectionSettings, uses_known_rates=True)(corrected)
+                settings=CorrectionSettings, uses_known_rates=True, affine_to=affine_to)(corrected)

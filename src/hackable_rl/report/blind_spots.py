@@ -42,6 +42,7 @@ from hackable_rl.report.declared import (
     load_cell_conditions,
     outcomes_table,
     paired_outcome,
+    with_affine_twins,
     write_outcomes,
 )
 from hackable_rl.report.declared import fmt as _fmt
@@ -186,7 +187,7 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     cells = load_cell_conditions(study_dir)
     roles = cell_roles(Path(study_dir).resolve().parent / STUDY_FILE)
     outcomes = in_declared_family(blind_spot_outcomes(cells, roles), list(roles.family) or None)
-    outcomes = labelled(outcomes, interval_label(study_dir))
+    outcomes = labelled(with_affine_twins(outcomes, study_dir), interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
     lines = [f"# {title}", "", *overview(table, cells, roles.patterns), "",

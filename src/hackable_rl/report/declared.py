@@ -23,11 +23,11 @@ from hackable_rl.config.study import load_study
 from hackable_rl.core.jsonl import write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
-from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
+from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS, STUDY_FILE
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
 
-__all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "declared_family", "in_declared_family", "labelled", "load_cell_conditions", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
+__all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "declared_family", "in_declared_family", "labelled", "load_cell_conditions", "with_affine_twins", "paired_outcome", "write_outcomes", "outcomes_table", "fmt"]
 
 STUDY_INTERVAL = f"{INTERVAL_METHOD} (training seeds of one warm start)"
 """The interval method of a study whose seeds share one warm start (`labelled` says otherwise)."""
@@ -61,12 +61,15 @@ class Outcome:
     met_after_holm: bool | None = None
     secondary: bool = False
     """Outside the study's declared Holm family (study.yaml `family`): its raw verdict only."""
+    affine: bool = False
+    """A's optimised reward is a positive affine map of B's in this cell (`MethodSpec.affine_to`): the
+    two train alike under Adam, so the comparison is listed but never tested."""
 
     @property
     def identical(self) -> bool:
-        """A and B trained alike in every seed (every per-seed difference exactly 0): an identity by
-        construction, listed but never tested."""
-        return bool(self.per_replicate) and all(value == 0 for value in self.per_replicate)
+        """A and B trained alike by construction: every per-seed difference exactly 0, or A's reward an
+        affine map of B's (`affine`). Listed, never tested."""
+        return self.affine or (bool(self.per_replicate) and all(value == 0 for value in self.per_replicate))
 
     @property
     def in_family(self) -> bool:
@@ -181,6 +184,20 @@ def in_declared_family(outcomes: list[Outcome], family: list[str] | None) -> lis
     return [o if o.name in family else replace(o, secondary=True) for o in outcomes]
 
 
+def with_affine_twins(outcomes: list[Outcome], study_dir: Path) -> list[Outcome]:
+    """The outcomes, those comparing an arm with its affine twin in a cell (`experiments.study.
+    affine_twins`, read from the study file and the params.yaml beside the results folder, either way
+    round) marked `affine`; unchanged where there is no params.yaml to build the arms from."""
+    from hackable_rl.experiments.study import affine_twins
+
+    folder = Path(study_dir).resolve().parent
+    if not (folder / "params.yaml").is_file() or not (folder / STUDY_FILE).is_file():
+        return outcomes
+    twins = affine_twins(folder / STUDY_FILE, folder / "params.yaml")
+    pairs = twins | {(cell, twin, method) for cell, method, twin in twins}
+    return [replace(o, affine=True) if (o.cell, o.a, o.b) in pairs else o for o in outcomes]
+
+
 def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
     """The outcomes with Holm-adjusted p-values over the study's family (`Outcome.in_family`)."""
     tested = {o.comparison: o.p_value for o in outcomes if o.in_family}  # a comparison restated counts once
@@ -202,6 +219,8 @@ def fmt(value: float | None, signed: bool = False) -> str:
 
 
 def _verdict(outcome: Outcome) -> str:
+    if outcome.affine:
+        return f"affine to {outcome.b} by construction (not tested)"
     if outcome.identical:
         return "identical by construction (not tested)"
     if outcome.secondary and outcome.met is not None:
@@ -221,14 +240,36 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
                  else {True: "met", False: "not met", None: "undefined"}[o.met_after_holm])
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
-    identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical})
+    identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical and not o.affine})
+    affine = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.affine})
     family = sorted({o.name for o in outcomes if not o.secondary})
+    tested = len({o.comparison for o in outcomes if o.in_family})
     return lines + ["", f"Holm's family is the declared one ({', '.join(family)}): the correction adjusts the p-values of "
-                        "every distinct comparison under those names whose target asks for a detected difference "
+                        f"every distinct comparison under those names whose target asks for a detected difference "
+                        f"({tested} p-values here) "
                         "(equivalence targets are judged by their TOST; a comparison declared twice counts once). "
                         "Outcomes outside it are secondary: their raw verdict stands, and they are not adjusted.",
                     *(["", f"Identical by construction (every seed's difference exactly 0; listed, never tested): "
-                        f"{'; '.join(identical)}."] if identical else [])]
+                        f"{'; '.join(identical)}."] if identical else []),
+                    *(["", f"Affine by construction (A's reward a positive affine map of B's on every completion, "
+                        f"so GRPO's centring and Adam's scaling train them alike; listed, never tested, out of "
+                        f"Holm's family): {'; '.join(affine)}. {_with_affine_tested(outcomes)}"] if affine else [])]
+
+
+def _with_affine_tested(outcomes: list[Outcome]) -> str:
+    """Which verdicts after Holm would read otherwise if the affine comparisons were tested too."""
+    kept = with_holm(outcomes)
+    tested = with_holm([replace(o, affine=False) for o in outcomes])
+    changed = [f"{o.name} ({o.cell}, {o.a} - {o.b}, {o.metric}): {_after(t)} -> {_after(o)}, p (Holm) "
+               f"{_p(t.p_holm)} -> {_p(o.p_holm)}"
+               for o, t in zip(kept, tested, strict=True) if not o.affine and o.met_after_holm != t.met_after_holm]
+    if not changed:
+        return "Tested as well, they would change no verdict after Holm."
+    return "Tested as well, they would change these verdicts after Holm (with them -> without them): " + "; ".join(changed) + "."
+
+
+def _after(outcome: Outcome) -> str:
+    return {True: "met", False: "not met", None: "undefined"}[outcome.met_after_holm]
 
 
 def _p(value: float | None) -> str:

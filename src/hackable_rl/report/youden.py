@@ -39,6 +39,7 @@ from hackable_rl.report.declared import (
     labelled,
     load_cell_conditions,
     outcomes_table,
+    with_affine_twins,
     with_holm,
     write_outcomes,
 )
@@ -239,7 +240,8 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     cells = load_cell_conditions(study_dir)
     results = sweep_outcomes(cells, design)
     family = declared_family(Path(study_dir).resolve().parent / STUDY_FILE)
-    results = replace(results, outcomes=labelled(in_declared_family(results.outcomes, family), interval_label(study_dir)))
+    outcomes = with_affine_twins(in_declared_family(results.outcomes, family), study_dir)
+    results = replace(results, outcomes=labelled(outcomes, interval_label(study_dir)))
     written = write_outcomes(outcomes_path, results.outcomes) if outcomes_path else None
     gains = _gains(cells, design)
     plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
