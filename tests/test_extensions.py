@@ -78,6 +78,7 @@ def test_plugins_for_every_extension_point_train_and_evaluate(project, monkeypat
     samples = read_jsonl(next((project / "cache/artifacts/eval").glob("*/base/generations.jsonl")))
     assert metrics["report/boxed_share"] == sum("\\boxed{" in s["completion"] for s in samples) / len(samples)
     assert 0.0 <= metrics["report/strict_share"] <= 1.0
+    assert metrics["machine"]["cpu"] and metrics["machine"]["flags"]["avx2"] in ("yes", "no", None)  # who made it
 
 
 @pytest.mark.parametrize(
@@ -101,8 +102,8 @@ def test_validate_checks_names_against_the_registries(setting, line, monkeypatch
 
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "hackable_rl"
-SCHEMA_DEFAULTS = {("experiment.py", "baseline")}
-"""The schema's default method: a value, not code that branches on a name."""
+SCHEMA_DEFAULTS = {("experiment.py", "baseline"), ("study.py", "baseline")}
+"""The schemas' default methods (a run's, a study's reference): values, not code that branches on a name."""
 
 
 def _code_strings(path: Path) -> list[str]:

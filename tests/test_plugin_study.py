@@ -58,9 +58,13 @@ def test_a_plugin_method_and_checker_run_a_study_end_to_end(project, monkeypatch
     for method, cell in CONDITIONS:
         _run("condition", "--method", method, "--study", "study.yaml", "--cell", cell,
              "--out", f"results/{cell}/{method}-s0")
+    for method, cell in CONDITIONS:  # every condition says which machine ran it
+        machine = json.loads((project / f"results/{cell}/{method}-s0/condition.json").read_text())["machine"]
+        assert machine["cpu"] and machine["dispatch"]["torch_cpu_capability"]
     _run("report", "--study", "results", "--out", "reports")
     report = (project / "reports/report.md").read_text()
     assert "| k3 | veto | 1 |" in report and "magic_word" in report
+    assert f"Machines: {machine['cpu']} (" in report and f": {len(CONDITIONS)} conditions." in report
     outcomes = json.loads((project / "outcomes.json").read_text())
     assert any(o["name"] == "mitigation_by_k" and o["a"] == "veto" and o["b"] == "baseline" for o in outcomes)
 

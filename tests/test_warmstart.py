@@ -132,7 +132,10 @@ def test_warmstart_end_to_end_writes_model_and_metrics(tmp_path):
     record = json.loads((target / "warmstart.json").read_text())
     assert record["steps"] == 5 and record["seed"] == 0 and len(record["config_hash"]) == 16
     written = json.loads(metrics_path.read_text())
+    machine = written.pop("machine")  # which machine made the warm start (core.numerics.machine_record)
+    assert machine["cpu"] and machine["dispatch"]["torch_cpu_capability"] and machine["torch_threads"] >= 1
     assert written == json.loads(json.dumps(metrics))
+    assert "machine" not in record  # the model folder's record: its hash must not depend on the machine
     assert written["eval_scored"] == 10 and 0.0 <= written["accuracy"] <= 1.0
     assert set(written["accuracy_by_difficulty"]) == {"n_steps=1", "n_steps=2"}
     assert written["loss"]["min"] <= written["loss"]["first"] and len(written["loss"]["curve"]) == 5

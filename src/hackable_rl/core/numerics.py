@@ -83,3 +83,41 @@ def cpu_has_flag(flag: str) -> str | None:
         if line.startswith("flags"):
             return "yes" if flag in line.split() else "no"
     return None
+
+
+DISPATCH_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+"""The CPU flags that decide which kernels torch and oneDNN can run."""
+
+MACHINE_KEY = "machine"
+"""The key of the machine record in every result file a model-running stage writes."""
+
+
+def machine_record() -> dict[str, object]:
+    """Which machine wrote a result file: the CPU model, its dispatch-relevant flags, the dispatch
+    torch actually uses (with the pinning variables), torch's thread count and version. A file that
+    carries it says on which CPU its numbers were made; two machines' files agree byte for byte but
+    for this record where the dispatch is pinned (docs/reproducibility.md)."""
+    torch = sys.modules.get("torch")
+    return {
+        "cpu": _cpu_model(),
+        "flags": {flag: cpu_has_flag(flag) for flag in DISPATCH_FLAGS},
+        "dispatch": dispatch_record(),
+        "torch_threads": torch.get_num_threads() if torch is not None else None,
+        "torch": getattr(torch, "__version__", None),
+    }
+
+
+def _cpu_model() -> str:
+    """/proc/cpuinfo's model name with its family and model numbers (a virtual machine often names
+    only the vendor's line: the numbers tell its generations apart); else what the platform says."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    if "model name" not in fields:
+        return platform.processor() or platform.machine()
+    return f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')})"

@@ -20,6 +20,7 @@ from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import flatten_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_jsonl
+from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
@@ -186,9 +187,9 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path 
     if greedy:
         write_jsonl(out_dir / "greedy.jsonl", greedy)
     write_prompt_results(out_dir / PROMPTS_FILE, prompts)
-    write_metrics_json(out_dir / "metrics.json", metrics)
+    write_metrics_json(out_dir / "metrics.json", {**metrics, MACHINE_KEY: machine_record()})
     if metrics_out is not None:
-        write_metrics_json(metrics_out / "eval.json", metrics)
+        write_metrics_json(metrics_out / "eval.json", {**metrics, MACHINE_KEY: machine_record()})
         write_prompt_results(metrics_out / PROMPTS_FILE, prompts)
     if config.evaluation.zero_shot_out:
         write_zero_shot(records, Path(config.evaluation.zero_shot_out))
@@ -319,7 +320,7 @@ def evaluate_all_steps(current: ExperimentConfig, run_id: str, metrics_out: Path
     out = Storage.of(current.storage).eval_dir(rows[0]["run_name"]) / "learning_curve.csv"
     write_summary_csv(summary_table(rows), out)
     if metrics_out is not None:
-        write_metrics_json(metrics_out / "eval.json", rows[-1])
+        write_metrics_json(metrics_out / "eval.json", {**rows[-1], MACHINE_KEY: machine_record()})
     return out
 
 

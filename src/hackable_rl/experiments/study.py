@@ -27,6 +27,7 @@ from hackable_rl.config.loading import validate_config
 from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl, read_json, write_jsonl
+from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.core.stats import mean
 from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
@@ -241,6 +242,7 @@ def run_condition(
         log.error("condition %s failed: %s", condition.name, error)
         record |= {"status": "failed", "error": _error_text(error), "traceback": traceback.format_exc()}
     record["seconds"] = time.time() - started
+    record[MACHINE_KEY] = machine_record()
     write_condition(out_dir / CONDITION_FILE, record)
     return record
 

@@ -29,7 +29,7 @@ from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import difference_bounds, replicate_interval
 from hackable_rl.experiments.cells import CellRoles, cell_roles
 from hackable_rl.experiments.exploits import pattern_column
-from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
+from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
     CellKey,
@@ -190,7 +190,7 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     outcomes = labelled(with_affine_twins(outcomes, study_dir), interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
-    lines = [f"# {title}", "", *overview(table, cells, roles.patterns), "",
+    lines = [f"# {title}", "", machines_line(study_dir), "", *overview(table, cells, roles.patterns), "",
              *outcomes_markdown(outcomes, restated_cells(cells)), "",
              *payoff_lines(Path(study_dir), roles), "", *onset_markdown(cells), "",
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]

@@ -139,3 +139,36 @@ def equivalence_margin(study_file: Path) -> float | None:
         log.info("%s: no study file, so no equivalence margin", study_file)
         return None
     return load_study(study_file).equivalence_margin
+
+
+NOT_RECORDED = "machine not recorded"
+"""What a result file written before the machine record existed says, and what the report counts."""
+
+
+def machines_line(study_dir: Path) -> str:
+    """Which machines wrote the study's condition.json files: each distinct CPU with its dispatch
+    flags and the dispatch torch used, with how many conditions it ran; those without a record are
+    counted as such (`core.numerics.machine_record`)."""
+    from collections import Counter
+
+    from hackable_rl.core.numerics import MACHINE_KEY
+
+    counts: Counter[str] = Counter()
+    for path in find_condition_files(study_dir):
+        record = read_condition(path).get(MACHINE_KEY)
+        counts[_machine_text(record) if isinstance(record, dict) else NOT_RECORDED] += 1
+    parts = [f"{text}: {count} condition{'s' if count != 1 else ''}" for text, count in sorted(counts.items())]
+    return "Machines: " + "; ".join(parts) + "."
+
+
+def _machine_text(record: dict[str, Any]) -> str:
+    flags = record.get("flags") or {}
+    shown = [flag if value == "yes" else f"no {flag}" for flag, value in flags.items() if value is not None]
+    dispatch = (record.get("dispatch") or {}).get("torch_cpu_capability")
+    shown += [f"torch {record['torch']}"] if record.get("torch") else []
+    shown += [f"dispatching {dispatch}"] if dispatch else []
+    source = record.get("recorded_afterwards_from")
+    if source:
+        shown.append("recorded afterwards from " + ("its MLflow run's environment.json" if source.startswith("MLflow run")
+                                                    else source))
+    return f"{record.get('cpu') or 'CPU model not recorded'} ({'; '.join(shown)})"

@@ -24,7 +24,7 @@ from pathlib import Path
 from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study
 from hackable_rl.experiments.cells import NoiseCell, cell_roles, read_cell, study_cells
 from hackable_rl.report.blind_spots import curves_by_cell_plot, outcomes_markdown, overview, payoff_lines
-from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
+from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     CellKey,
     CellStudyReport,
@@ -119,7 +119,7 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
     patterns = (load_study(study_file).exploited_flaw,) if blind else ()
-    lines = [f"# {title}", "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
+    lines = [f"# {title}", "", machines_line(study_dir), "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
              *outcomes_markdown(outcomes, []), *_noise_gap_lines(noise), "",
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]

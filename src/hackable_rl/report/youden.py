@@ -24,7 +24,7 @@ from scipy import stats as scipy_stats
 from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells
-from hackable_rl.report.conditions import STUDY_FILE, interval_label, study_table
+from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
     CellKey,
@@ -246,7 +246,7 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     gains = _gains(cells, design)
     plot = gain_vs_j_plot(gains, design.equal_j, out_dir / "gain_vs_j.png")
     transferred = {(cell.name, method): result for cell, method, result in _gains(cells, design, TRANSFER)}
-    lines = [f"# {title}", "", *_overview(table, design, gains, transferred, interval_label(study_dir)), "",
+    lines = [f"# {title}", "", machines_line(study_dir), "", *_overview(table, design, gains, transferred, interval_label(study_dir)), "",
              *_prediction_lines(prediction_verdicts(replace(results, outcomes=with_holm(results.outcomes))), results.pairs), "",
              *outcomes_table(results.outcomes), "", judges_note(results.outcomes), "",
              "The hacking gap is not reported: under random noise its expectation is fpr - (fpr + fnr) x accuracy "

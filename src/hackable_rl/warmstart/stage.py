@@ -24,6 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import flatten_config
 from hackable_rl.core.jsonl import write_json
+from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.models.backend import choose_attention
 from hackable_rl.models.loading import (
     TINY,
@@ -94,7 +95,7 @@ def train_tiny_policy(config: ExperimentConfig, metrics_path: Path = METRICS_PAT
         metrics = sft_metrics(config, model, tokenizer, len(examples), losses, accuracy)
         metrics["seconds"] = {"train": train_seconds, "total": time.perf_counter() - started}
         _save_policy(model, tokenizer, target, metrics)
-        write_json(metrics_path, metrics)
+        write_json(metrics_path, {**metrics, MACHINE_KEY: machine_record()})
         tracker.log_metrics(flat_numbers(metrics))
         tracker.log_artifact(metrics_path)
     warn_if_outside(accuracy["accuracy"], config.warmstart.target_accuracy, config.warmstart.steps)
@@ -143,7 +144,7 @@ def finetune_pretrained_policy(config: ExperimentConfig, metrics_path: Path = ME
         metrics["seconds"] = {"train": train_seconds, "total": time.perf_counter() - started}
         _save_policy(model, tokenizer, target, metrics)
         save_reference(reference, target)
-        write_json(metrics_path, metrics)
+        write_json(metrics_path, {**metrics, MACHINE_KEY: machine_record()})
         tracker.log_metrics(flat_numbers({k: v for k, v in metrics.items() if k != "reference"}))
         tracker.log_artifact(metrics_path)
     warn_if_outside(accuracy["accuracy"], config.warmstart.target_accuracy, config.warmstart.steps)
@@ -170,7 +171,7 @@ def record_pretrained_reference(config: ExperimentConfig, metrics_path: Path = M
         "reference": reference,
         "seconds": {"total": time.perf_counter() - started},
     }
-    write_json(metrics_path, metrics)
+    write_json(metrics_path, {**metrics, MACHINE_KEY: machine_record()})
     with _stage_run(config, target) as tracker:
         tracker.set_tags({"hackable_rl.model_source": config.model.source, "hackable_rl.model_kind": source.kind})
         tracker.log_params(
