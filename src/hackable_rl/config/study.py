@@ -223,18 +223,24 @@ class StudyDeclaration(StudyFile):
 def load_study(study_file: Path) -> StudyFile:
     """The study file, parsed; a UserError with one line per problem, naming the file (a missing file
     names the --study option)."""
-    path = Path(study_file)
-    if not path.is_file():
-        raise UserError(f"{path}: no such study file (pass --study PATH)")
+    path = _readable(Path(study_file))
     return _parsed(StudyFile, str(path), str(path.resolve()), _digest(path))
 
 
 def load_study_declaration(study_file: Path) -> StudyDeclaration:
     """The study file with its declarations required (`StudyDeclaration`)."""
-    path = Path(study_file)
-    if not path.is_file():
-        raise UserError(f"{path}: no such study file (pass --study PATH)")
+    path = _readable(Path(study_file))
     return _parsed(StudyDeclaration, str(path), str(path.resolve()), _digest(path))
+
+
+def _readable(path: Path) -> Path:
+    """The study file, or the one-line reason it cannot be read (missing; a folder, FIFO or device:
+    the YAML reader's own words)."""
+    if not path.exists():
+        raise UserError(f"{path}: no such study file (pass --study PATH)")
+    if not path.is_file():
+        read_yaml(path)  # raises the reader's one line for what the path is
+    return path
 
 
 @lru_cache(maxsize=32)
