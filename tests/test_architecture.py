@@ -122,6 +122,7 @@ FLOORS = (
     ("the parts for a user's own TRL script", {"trl_parts"}),
     ("study records", {"study_records"}),
     ("experiments", {"experiments"}),
+    ("scheduling", {"scheduling"}),
     ("report", {"report"}),
     ("command line", {"cli", "__main__"}),
 )

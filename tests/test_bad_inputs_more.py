@@ -421,7 +421,7 @@ def _only_new_run_files(before: dict[str, bytes], after: dict[str, bytes]) -> bo
 def test_seeds_give_each_child_its_own_output_in_any_spelling() -> None:
     """A folder or file a wrapper hands to several child runs is rewritten per seed whether it is
     spelled `--out DIR`, `--out=DIR`, `-o FILE` or `--metrics-dir=DIR`, so no two seeds write one place."""
-    from hackable_rl.experiments.seeds import seed_runs
+    from hackable_rl.scheduling.seeds import seed_runs
 
     runs = seed_runs(["judge", "-o", "judged.jsonl", "--metrics-dir=metrics/x", "--out", "reports"], [0, 1], 2, Path("logs"))
     for run in runs:

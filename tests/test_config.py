@@ -209,7 +209,7 @@ def test_lanes_without_ray_names_its_extra(monkeypatch):
     import sys
 
     from hackable_rl.core.errors import UserError
-    from hackable_rl.experiments.ray_cells import import_ray
+    from hackable_rl.scheduling.ray_cells import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # the import fails as if ray were not installed
     with pytest.raises(UserError, match=r"pip install 'hackable-rl\[ray\]'"):

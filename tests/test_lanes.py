@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.experiments.lanes import outcome_line
-from hackable_rl.experiments.ray_cells import (
+from hackable_rl.scheduling.lanes import outcome_line
+from hackable_rl.scheduling.ray_cells import (
     CellResult,
     CellRun,
     _check_answers,
@@ -30,7 +30,7 @@ def test_lanes_picks_the_outdated_cells_with_their_threads_once_upstream_is_done
     """Which stages `lanes` hands to Ray, and what each declares (tests/test_lanes_ray.py runs them)."""
     from dvc.repo import Repo
 
-    from hackable_rl.experiments.lanes import outdated_stages
+    from hackable_rl.scheduling.lanes import outdated_stages
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     Repo.init(str(tmp_path))
@@ -139,7 +139,7 @@ def test_a_stage_that_ran_in_another_project_sharing_the_cache_is_restored_not_r
     cache (same command, inputs and params) and commits it; a stage with other params still runs."""
     from dvc.repo import Repo
 
-    from hackable_rl.experiments.lanes import outdated_stages, restore_from_run_cache
+    from hackable_rl.scheduling.lanes import outdated_stages, restore_from_run_cache
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     stages = {
@@ -177,7 +177,7 @@ def test_a_study_file_that_redefines_a_params_key_is_one_line(tmp_path: Path) ->
     """DVC reads study.yaml as `vars` beside params.yaml: a key in both is DVC's parse error, told in one line."""
     from dvc.repo import Repo
 
-    from hackable_rl.experiments.lanes import _outdated
+    from hackable_rl.scheduling.lanes import _outdated
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     Repo.init(str(tmp_path))
@@ -207,7 +207,7 @@ def test_a_cell_whose_inputs_came_out_unchanged_is_skipped_not_rerun(tmp_path: P
 def test_a_cell_removes_its_outputs_before_its_command_runs_as_dvc_repro_does(tmp_path: Path) -> None:
     """A folder output left by an earlier design (an arm now found identical writes only condition.json)
     holds only what this run wrote."""
-    from hackable_rl.experiments.ray_cells import run_cell
+    from hackable_rl.scheduling.ray_cells import run_cell
 
     out = tmp_path / "results" / "k3" / "robust-s0"
     out.mkdir(parents=True)

@@ -285,7 +285,7 @@ def seeds_command(
     """Run one command (train, eval, ...) once per seed, side by side: `hackable-rl seeds --seeds 0,1 --
     train --metrics-dir metrics/clean` writes metrics/clean/s0 and metrics/clean/s1 (so do --out-dir,
     --out, --output, -o, in either spelling; a file `x.jsonl` becomes x-s0.jsonl, x-s1.jsonl)."""
-    from hackable_rl.experiments.seeds import outcome_line, parse_seeds, run_side_by_side, seed_runs
+    from hackable_rl.scheduling.seeds import outcome_line, parse_seeds, run_side_by_side, seed_runs
 
     values = parse_seeds(seeds)
     check_range("--parallel", parallel, 1, 64)
@@ -306,7 +306,7 @@ def lanes(
     project: Annotated[Path, typer.Option("--project", help="The DVC project (folder).")] = Path("."),
 ) -> None:
     """Run a study's outdated DVC stages as Ray tasks, each recorded in dvc.lock as it ends (docs/scale-out.md)."""
-    from hackable_rl.experiments.lanes import run_lanes
+    from hackable_rl.scheduling.lanes import run_lanes
 
     results = run_lanes(project, stages, address, jobs, retries, typer.echo)
     raise typer.Exit(code=int(any(result.code for _, result in results)))

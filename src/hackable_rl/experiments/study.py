@@ -224,7 +224,7 @@ def run_condition(
 ) -> dict[str, Any]:
     """Runs one condition end to end and writes `<out_dir>/condition.json`; returns what it wrote.
     `resume="auto"` continues the condition's training run from its last resumable checkpoint when it
-    has one (a cell retried after its worker died, `experiments.ray_cells`).
+    has one (a cell retried after its worker died, `scheduling.ray_cells`).
 
     Any exception inside the run is caught and recorded (status `failed`, the error text and the
     traceback), so a DVC matrix keeps going; a bad `method` is the user's mistake and raises.

@@ -4,7 +4,7 @@
 (DVC locks it for the whole run). The matrix stages of a study are independent once their upstream
 (prepare, warm start, payoff) is up to date, so this runs each matching outdated stage's own `cmd`, as
 DVC would (in its folder, console to `cache/logs/lanes/<stage>.log`), as a Ray task
-(`experiments.ray_cells`): on a local Ray instance with this machine's cores, or on the cluster at
+(`scheduling.ray_cells`): on a local Ray instance with this machine's cores, or on the cluster at
 `--address`. A named stage that reads another named stage's outputs (a warm start's model, the payoff
 table) starts once that one has ended with exit 0, and is not run when it failed, so
 `lanes 'warmstart@*' payoff 'base@*' 'condition@*'` runs a whole study in order. Each cell declares its
@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.experiments.ray_cells import CellResult, CellRun, connect, import_ray, run_cells
+from hackable_rl.scheduling.ray_cells import CellResult, CellRun, connect, import_ray, run_cells
 
 __all__ = ["outdated_stages", "restore_from_run_cache", "run_lanes", "outcome_line"]
 
