@@ -118,6 +118,7 @@ FLOORS = (
     ("models", {"models"}),
     ("tracking", {"tracking"}),
     ("scoring and resolving", {"scoring"}),
+    ("pricing a study", {"pricing"}),
     ("stages", {"training", "warmstart"}),
     ("the parts for a user's own TRL script", {"trl_parts"}),
     ("study records", {"study_records"}),

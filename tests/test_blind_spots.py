@@ -25,6 +25,7 @@ from hackable_rl.experiments.cells import (
 )
 from hackable_rl.experiments.honest import HonestSamples, measured_rates
 from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
+from hackable_rl.pricing.payoff import PayoffCell, canonical_names, format_payoff, unpayable_problem
 from hackable_rl.report.blind_spots import (
     blind_spot_outcomes,
     gap_growth,
@@ -32,7 +33,6 @@ from hackable_rl.report.blind_spots import (
     restated_cells,
 )
 from hackable_rl.scoring.extensions import load_resolved
-from hackable_rl.scoring.payoff import PayoffCell, canonical_names, format_payoff, unpayable_problem
 from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS
 from hackable_rl.verifiers.training_verifier import TrainingVerifier
 from hackable_rl.verifiers.types import Example

@@ -132,7 +132,7 @@ def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(
                                                   f"verifier.members={members}"])
     record = study.run_condition(config, "corrected", tmp_path / "out")
     assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"] and "eval" not in record
-    from hackable_rl.scoring.payoff import format_payoff, payoff_table
+    from hackable_rl.pricing.payoff import format_payoff, payoff_table
 
     flawed = load_resolved("params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=any_box",
                                          "objective.rewards=[correctness_reward]"])

@@ -48,7 +48,7 @@ def payoff(
     """The exploit payoff table: mean training reward of canonical completions per cell and method
     beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
     from hackable_rl.experiments.study import study_identities, study_payoff
-    from hackable_rl.scoring import payoff as table
+    from hackable_rl.pricing import payoff as table
 
     if study is not None:
         check_study(study)

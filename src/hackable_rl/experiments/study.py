@@ -50,9 +50,9 @@ from hackable_rl.experiments.exploits import (
     training_curve,
 )
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
+from hackable_rl.pricing.identities import Identity, identical_arms
+from hackable_rl.pricing.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.scoring.extensions import check_config
-from hackable_rl.scoring.identities import Identity, identical_arms
-from hackable_rl.scoring.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.study_records.condition_files import (
     BASE,
     CONDITION_FILE,

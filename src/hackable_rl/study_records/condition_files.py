@@ -43,7 +43,7 @@ def write_condition(path: Path, record: dict[str, Any]) -> Path:
 
 
 IDENTICAL = "identical"
-"""The status of an arm identical by construction to another (`scoring.identities`): not trained; its
+"""The status of an arm identical by construction to another (`pricing.identities`): not trained; its
 condition.json names the arm it equals (`identical_to`), whose results it reads."""
 
 

@@ -31,7 +31,7 @@ from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.models.backend import policy_device
 from hackable_rl.models.decoding import dropping_finished_rows
 from hackable_rl.models.shared_prefix import share_prefixes
-from hackable_rl.scoring.payoff import own_cell_payoff, write_payoff
+from hackable_rl.pricing.payoff import own_cell_payoff, write_payoff
 from hackable_rl.scoring.pipeline import RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.descriptions import train_description

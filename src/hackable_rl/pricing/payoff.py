@@ -125,7 +125,7 @@ class PayoffCell:
     fingerprint: tuple[float | None, ...] = field(default=(), compare=False, repr=False)
     """Every reward behind this row, in order (the honest samples', then each canonical completion's
     on every prompt): two arms with equal fingerprints pay every priced completion alike
-    (`scoring.identities`)."""
+    (`pricing.identities`)."""
     setup: str = field(default="", compare=False, repr=False)
     """A hash of the arm's config outside its reward (trainer, data, model, generation, seed...): arms
     that pay alike train alike only where this agrees too."""
@@ -333,7 +333,7 @@ def write_payoff(path: Path, cells: list[PayoffCell], member_rates: Mapping[str,
                  identities: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """payoff.json: every cell with its pays and paying exploits (and, with base samples, honest
     work, the exploits that beat it, and each flawed checker's measured rates); for a cell study, the
-    arms identical by construction (`scoring.identities`), which its conditions do not train."""
+    arms identical by construction (`pricing.identities`), which its conditions do not train."""
     rows = [_cell_row(c) for c in cells]
     names = list(cells[0].pays) if cells else list(HONEST)
     document = {"completions": names, "exploits": [name for name in names if name not in HONEST], "cells": rows}

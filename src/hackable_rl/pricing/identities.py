@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hackable_rl.scoring.payoff import PayoffCell
+from hackable_rl.pricing.payoff import PayoffCell
 
 __all__ = ["Arm", "Identity", "identical_arms"]
 
