@@ -23,6 +23,7 @@ MKL_CBWR and ONEDNN_MAX_CPU_ISA were measured and changed nothing further for th
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -73,13 +74,18 @@ def dispatch_record() -> dict[str, str | None]:
     return record
 
 
+@functools.lru_cache(maxsize=1)
+def _cpuinfo() -> str:
+    """/proc/cpuinfo, read once per process (it does not change while one runs); empty where absent."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def cpu_has_flag(flag: str) -> str | None:
     """'yes' or 'no' from /proc/cpuinfo's flags; None where the file does not say (not Linux)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    for line in text.splitlines():
+    for line in _cpuinfo().splitlines():
         if line.startswith("flags"):
             return "yes" if flag in line.split() else "no"
     return None
@@ -110,12 +116,8 @@ def machine_record() -> dict[str, object]:
 def _cpu_model() -> str:
     """/proc/cpuinfo's model name with its family and model numbers (a virtual machine often names
     only the vendor's line: the numbers tell its generations apart); else what the platform says."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        text = ""
     fields: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in _cpuinfo().splitlines():
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     if "model name" not in fields:

@@ -187,9 +187,10 @@ def evaluate(target: EvalTarget, metrics_out: Path | None = None, out_dir: Path 
     if greedy:
         write_jsonl(out_dir / "greedy.jsonl", greedy)
     write_prompt_results(out_dir / PROMPTS_FILE, prompts)
-    write_metrics_json(out_dir / "metrics.json", {**metrics, MACHINE_KEY: machine_record()})
+    written = {**metrics, MACHINE_KEY: machine_record()}  # the files say which machine made them; MLflow gets `metrics`
+    write_metrics_json(out_dir / "metrics.json", written)
     if metrics_out is not None:
-        write_metrics_json(metrics_out / "eval.json", {**metrics, MACHINE_KEY: machine_record()})
+        write_metrics_json(metrics_out / "eval.json", written)
         write_prompt_results(metrics_out / PROMPTS_FILE, prompts)
     if config.evaluation.zero_shot_out:
         write_zero_shot(records, Path(config.evaluation.zero_shot_out))

@@ -27,6 +27,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.progress import progress_bar
+from hackable_rl.models.decoding import decodes_rows_apart, drawing_from
 
 __all__ = ["Decoding", "GenerationSettings", "GeneratedText", "generate_completions", "generate_decodings"]
 
@@ -170,8 +171,6 @@ def generate_decodings(
 
 def _usable_workers(model: PreTrainedModel, settings: list[GenerationSettings], workers: int, batches: int) -> int:
     """At most one worker per batch; one where the decoder cannot give each thread its own draws."""
-    from hackable_rl.models.decoding import decodes_rows_apart
-
     if workers > 1 and not (decodes_rows_apart(model) and not any(each.stop for each in settings)):
         log.warning("decoding the batches one after another: side-by-side workers need the decoder that drops "
                     "finished rows (generation.drop_finished_rows: true) and no stop strings")
@@ -197,8 +196,6 @@ def _side_by_side(
     advance: Callable[[int], None],
     workers: int,
 ) -> list[list[GeneratedText]]:
-    from hackable_rl.models.decoding import drawing_from
-
     threads = torch.get_num_threads()
     each = max(1, threads // workers)
 

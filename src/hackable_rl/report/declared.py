@@ -236,8 +236,7 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
              "verdict after Holm |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in with_holm(outcomes):
-        after = (_verdict(o) if o.identical else "not adjusted (secondary)" if o.secondary
-                 else {True: "met", False: "not met", None: "undefined"}[o.met_after_holm])
+        after = _verdict(o) if o.identical else "not adjusted (secondary)" if o.secondary else _after(o)
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
     identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical and not o.affine})
