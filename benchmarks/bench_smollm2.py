@@ -13,6 +13,9 @@ process, one after the other, and then evaluate their own final adapter on the s
     workers the study's adapter evaluated again with `evaluation.workers: 2` (its batches decoded side
             by side in two threads of one torch thread each); its completions are compared with the
             study's evaluation's, which they must equal token for token
+    common  the same again with `evaluation.common_prefix_first: true` as well (each batch's padding
+            after the tokens all its prompts share, which then run once per batch, each prompt's own
+            once per prompt); it counts the completions that equal the study's
     bf16    the study's adapter evaluated again with `evaluation.dtype: bfloat16` (oneDNN's bf16
             products on a CPU with avx512_bf16; its equal-results check: benchmarks/equal_results_bf16.py)
 
@@ -156,23 +159,26 @@ def main() -> None:
         split = ", ".join(f"{part} {seconds:.2f}" for part, seconds in parts.items())
         print(f"{name}: GRPO step {per_step:.2f} s ({split}); evaluation {eval_seconds:.1f} s "
               f"({_outcome(outcome)})")
-    # The study's adapter again, one side-by-side worker per thread (the same tokens, or it says not).
-    workers_eval = float("nan")
+    # The study's adapter again, one side-by-side worker per thread, then also with each batch's common
+    # prompt tokens first (the same tokens, or it says how many differ).
+    extra = {"workers": float("nan"), "common_first": float("nan")}
     if options.threads > 1:
-        workers = load_config(pipeline / "params.yaml",
-                              [*common, "tracking.run_name=study", f"evaluation.workers={options.threads}"])
-        workers_eval, outcome = evaluate_and_time(workers, adapter)
-        same = sum(a == b for a, b in zip(outcome["texts"], texts["study"], strict=True))
-        print(f"study + evaluation.workers={options.threads}: evaluation {workers_eval:.1f} s ({_outcome(outcome)}); "
-              f"{same} of {len(texts['study'])} completions identical to the study's evaluation")
+        for name, overrides in (("workers", [f"evaluation.workers={options.threads}"]),
+                                ("common_first", [f"evaluation.workers={options.threads}",
+                                                  "evaluation.common_prefix_first=true"])):
+            config = load_config(pipeline / "params.yaml", [*common, "tracking.run_name=study", *overrides])
+            extra[name], outcome = evaluate_and_time(config, adapter)
+            same = sum(a == b for a, b in zip(outcome["texts"], texts["study"], strict=True))
+            print(f"study + {' + '.join(overrides)}: evaluation {extra[name]:.1f} s ({_outcome(outcome)}); "
+                  f"{same} of {len(texts['study'])} completions identical to the study's evaluation")
     # The study's adapter again, decoded in bfloat16 (an opt-in: benchmarks/equal_results_bf16.py).
     bf16 = load_config(pipeline / "params.yaml", [*common, "tracking.run_name=study", "evaluation.dtype=bfloat16"])
     bf16_eval, outcome = evaluate_and_time(bf16, adapter)
     print(f"study + evaluation.dtype=bfloat16: evaluation {bf16_eval:.1f} s ({_outcome(outcome)})")
     (today_step, _, today_eval), (study_step, _, study_eval) = results["today"], results["study"]
     print(f"ratio study/today: GRPO step {study_step / today_step:.3f}, evaluation {study_eval / today_eval:.3f}, "
-          f"evaluation with {options.threads} workers {workers_eval / today_eval:.3f}, in bfloat16 {bf16_eval / today_eval:.3f} "
-          "(target <= 0.6 each)")
+          f"evaluation with {options.threads} workers {extra['workers'] / today_eval:.3f}, and common prompt tokens "
+          f"first {extra['common_first'] / today_eval:.3f}, in bfloat16 {bf16_eval / today_eval:.3f} (target <= 0.6 each)")
 
 
 def _outcome(outcome: dict) -> str:

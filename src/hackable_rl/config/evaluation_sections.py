@@ -44,6 +44,13 @@ class EvaluationConfig(Section):
     `generation.stop`; at most `torch_threads`."""
     share_prompt_prefix: bool = True
     """Run the prompt of a prompt's n samples once in the prefill (`models.shared_prefix`)."""
+    common_prefix_first: bool = False
+    """Put a batch's padding after the tokens all its prompts share (a chat template's system prompt
+    and the instruction: 51 of SmolLM2's 95), not before them, and run those once for the batch, each
+    prompt's own tokens once, then each sample (`models.shared_prefix`, nested). Positions and masks
+    are left padding's; the attention sums its terms in other lanes, so a token may differ where they
+    round differently (benchmarks/bench_smollm2.py counts the completions that differ). Needs
+    `share_prompt_prefix` and `generation.drop_finished_rows`."""
     merge_adapter: bool = False
     """Fold a LoRA adapter into its base weights before decoding (one matrix per layer instead of
     three at every decoding step); the sums round differently, so tokens may differ rarely."""

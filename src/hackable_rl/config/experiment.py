@@ -328,6 +328,10 @@ class ExperimentConfig(Section):
         if workers > 1 and self.torch_threads is not None and workers > self.torch_threads:
             raise ValueError(f"evaluation.workers: {workers} exceeds torch_threads = {self.torch_threads}; each "
                              "worker needs at least one of torch's threads")
+        if self.evaluation.common_prefix_first and not (self.evaluation.share_prompt_prefix
+                                                        and self.generation.drop_finished_rows):
+            raise ValueError("evaluation.common_prefix_first: true needs evaluation.share_prompt_prefix: true and "
+                             "generation.drop_finished_rows: true (that decoder numbers positions from the mask)")
         return self
 
     @property

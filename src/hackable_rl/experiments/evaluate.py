@@ -86,8 +86,8 @@ def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
         model = model.merge_and_unload()
     if config.evaluation.dtype != "auto":
         model = model.to(dtype=decoding_dtype(config.evaluation.dtype, policy_device()))
-    if config.evaluation.share_prompt_prefix:
-        share_prefixes(policy_backbone(model))
+    if config.evaluation.share_prompt_prefix:  # nested: the batch's common tokens, each prompt, each sample
+        share_prefixes(policy_backbone(model), max_levels=2 if config.evaluation.common_prefix_first else 1)
     if config.generation.drop_finished_rows:
         dropping_finished_rows(model)
     verifier = build_reward_pipeline(config, tokenizer=tokenizer)
@@ -105,7 +105,8 @@ def sample_and_score(target: EvalTarget) -> tuple[list[dict[str, Any]], list[dic
     settings = GenerationSettings.for_evaluation(config)
     wanted = [(settings, config.evaluation.n)]
     if config.evaluation.greedy and config.evaluation.decoding != "greedy":
-        wanted.append((GenerationSettings.greedy(settings.max_new_tokens, settings.stop), 1))
+        wanted.append((GenerationSettings.greedy(settings.max_new_tokens, settings.stop,
+                                                   settings.common_prefix_first), 1))
     sampled, *greedy = _decode_and_score(config, loaded, wanted)
     return sampled, greedy[0] if greedy else []
 

@@ -21,9 +21,10 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.progress import progress_bar
@@ -47,6 +48,8 @@ class GenerationSettings:
     """False: greedy decoding (temperature, top_p and top_k are then ignored)."""
     stop: tuple[str, ...] = ()
     """Stop strings besides eos; the completion text is cut before the first one."""
+    common_prefix_first: bool = False
+    """Pad each batch after its prompts' common leading tokens instead of on the left (`_encode`)."""
 
     @classmethod
     def for_training(cls, config: ExperimentConfig) -> GenerationSettings:
@@ -73,11 +76,14 @@ class GenerationSettings:
             top_k=config.generation.top_k,
             do_sample=sample,
             stop=tuple(config.generation.stop),
+            common_prefix_first=section.common_prefix_first,
         )
 
     @classmethod
-    def greedy(cls, max_new_tokens: int, stop: Sequence[str] = ()) -> GenerationSettings:
-        return cls(max_new_tokens=max_new_tokens, do_sample=False, stop=tuple(stop))
+    def greedy(cls, max_new_tokens: int, stop: Sequence[str] = (), common_prefix_first: bool = False
+               ) -> GenerationSettings:
+        return cls(max_new_tokens=max_new_tokens, do_sample=False, stop=tuple(stop),
+                   common_prefix_first=common_prefix_first)
 
     def generate_kwargs(self) -> dict:
         """Keyword arguments for `model.generate` (greedy passes no sampling knobs)."""
@@ -224,7 +230,7 @@ def _generate_batch(
     prompts: list[str],
     settings: GenerationSettings,
 ) -> list[GeneratedText]:
-    encoded = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+    encoded = _encode(tokenizer, prompts, settings.common_prefix_first).to(model.device)
     output = model.generate(
         **encoded,
         **settings.generate_kwargs(),
@@ -234,6 +240,26 @@ def _generate_batch(
     )
     completions = output[:, encoded["input_ids"].shape[1] :]  # [B, new tokens]: left padding aligns them
     return [_decode_row(tokenizer, row.tolist(), settings.stop) for row in completions]
+
+
+def _encode(tokenizer: PreTrainedTokenizerBase, prompts: list[str], common_first: bool) -> Any:
+    """The batch's input ids and mask: left-padded, or with the padding after the tokens every prompt
+    starts with (each row keeps at least its last token after the padding, so every row's last column,
+    where its first new token is chosen, is its own). Either way each row's tokens are numbered
+    0..n-1 from the mask and end at the same column."""
+    if not common_first:
+        return tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    width, shortest = max(map(len, ids)), min(map(len, ids))
+    shared = 0
+    while shared < shortest - 1 and all(row[shared] == ids[0][shared] for row in ids):
+        shared += 1
+    pad = tokenizer.pad_token_id
+    return BatchEncoding({
+        "input_ids": torch.tensor([row[:shared] + [pad] * (width - len(row)) + row[shared:] for row in ids]),
+        "attention_mask": torch.tensor([[1] * shared + [0] * (width - len(row)) + [1] * (len(row) - shared)
+                                        for row in ids]),
+    })
 
 
 def _decode_row(tokenizer: PreTrainedTokenizerBase, ids: list[int], stop: tuple[str, ...]) -> GeneratedText:

@@ -13,6 +13,10 @@ and the update are those of the full forward (measured: byte-identical records a
 6-step training here; float rounding could in principle differ where other matrix shapes sum in
 another order).
 
+With `max_levels` above 1 the prefixes nest: the tokens every row shares (a batch's system prompt
+and instruction, where `GenerationSettings.common_prefix_first` put them before the padding) run
+once, then each prompt's own tokens once against them, then each row's rest (`best_chain`).
+
 Positions and masks are the full call's: given position ids (generation's, from the left padding)
 are split with the tokens; without them the suffix's positions continue from L, as TRL's loss
 forward numbers every row 0..T-1. Every other call (a decoding step, a batch whose best split saves
@@ -27,10 +31,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["MIN_SAVED_SHARE", "PrefixSplit", "best_split", "share_prefixes"]
+__all__ = ["LEVEL_SAVED_SHARE", "MIN_SAVED_SHARE", "PrefixSplit", "best_chain", "best_split", "share_prefixes"]
 
 MIN_SAVED_SHARE = 0.1
 """A split that saves less than this share of the token passes is not worth a second call."""
+
+LEVEL_SAVED_SHARE = 0.05
+"""A further nested level must save this share of the full call's token passes (it costs one more call)."""
 
 
 @dataclass(frozen=True)
@@ -57,22 +64,61 @@ def best_split(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> 
     row starts a new class at L when no earlier row shares L tokens with it.
     """
     rows, width = input_ids.shape
+    classes, common = _classes_and_common(input_ids, attention_mask)  # [T], [B, B]
+    lengths = torch.arange(1, width + 1)  # [T] candidate splits
+    passes = classes * lengths + rows * (width - lengths)  # [T]
+    best = int(passes.argmin())
+    if passes[best] > (1 - MIN_SAVED_SHARE) * rows * width:
+        return None
+    return _split_at(best + 1, common)
+
+
+def _classes_and_common(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """([T] the distinct prefixes at each split length 1..T, [B, B] each pair's longest common prefix)."""
     same = input_ids[:, None, :] == input_ids[None, :, :]  # [B, B, T]
     if attention_mask is not None:
         same &= attention_mask[:, None, :] == attention_mask[None, :, :]
-    common = same.int().cumprod(dim=2).sum(dim=2)  # [B, B] longest common prefix
+    common = same.int().cumprod(dim=2).sum(dim=2)  # [B, B]
     earlier = torch.tril(common, diagonal=-1).max(dim=1).values  # [B] longest prefix shared with an earlier row
-    lengths = torch.arange(1, width + 1)  # [T] candidate splits
-    classes = (earlier[None, :] < lengths[:, None]).sum(dim=1)  # [T] distinct prefixes at each split
-    passes = classes * lengths + rows * (width - lengths)  # [T]
-    best = int(passes.argmin())
-    length = best + 1
-    if passes[best] > (1 - MIN_SAVED_SHARE) * rows * width:
-        return None
-    starts = earlier < length  # [B] rows whose prefix no earlier row has
-    sources = starts.nonzero().squeeze(1)  # [P]
+    lengths = torch.arange(1, input_ids.shape[1] + 1)  # [T]
+    return (earlier[None, :] < lengths[:, None]).sum(dim=1), common
+
+
+def _split_at(length: int, common: torch.Tensor) -> PrefixSplit:
+    earlier = torch.tril(common, diagonal=-1).max(dim=1).values
+    sources = (earlier < length).nonzero().squeeze(1)  # [P] rows whose prefix no earlier row has
     shares = common[:, sources] >= length  # [B, P]: exactly one True per row
     return PrefixSplit(length, sources, shares.int().argmax(dim=1))
+
+
+def best_chain(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max_levels: int = 1) -> list[PrefixSplit]:
+    """Nested splits L1 < L2 < ... (at most `max_levels`) with the fewest token passes: the distinct
+    L1-token prefixes once, then each distinct L2-token prefix's tokens L1..L2 once, ..., then every
+    row's rest. One level is `best_split`; each further level must save LEVEL_SAVED_SHARE of the
+    full call's passes. Empty when no split saves MIN_SAVED_SHARE."""
+    first = best_split(input_ids, attention_mask)
+    if first is None or max_levels < 2:
+        return [] if first is None else [first]
+    rows, width = input_ids.shape
+    classes, common = _classes_and_common(input_ids, attention_mask)
+    lengths = torch.arange(1, width + 1)
+    level_cost = int(LEVEL_SAVED_SHARE * rows * width)
+    # covered[l - 1]: the fewest passes (plus the levels' cost) that run columns 0..l with a split at l
+    covered = classes * lengths
+    chosen = [[int(length)] for length in lengths]
+    for _ in range(max_levels - 1):
+        # a further split at l after one at l' < l: covered[l'] + classes[l] * (l - l')
+        extended = covered[None, :] + classes[:, None] * (lengths[:, None] - lengths[None, :]) + level_cost
+        extended = extended.masked_fill(lengths[None, :] >= lengths[:, None], torch.iinfo(torch.int64).max)
+        before = extended.min(dim=1)
+        better = before.values < covered
+        chosen = [chosen[int(before.indices[i])] + [i + 1] if better[i] else chosen[i] for i in range(width)]
+        covered = torch.where(better, before.values, covered)
+    total = covered + rows * (width - lengths)
+    best = chosen[int(total.argmin())]
+    if total.min() >= first.passes(width):
+        return [first]
+    return [_split_at(length, common) for length in best]
 
 
 def _is_full_sequence_call(input_ids: Any, attention_mask: Any, cache: Any, inputs_embeds: Any, use_cache: Any) -> bool:
@@ -86,9 +132,9 @@ def _is_full_sequence_call(input_ids: Any, attention_mask: Any, cache: Any, inpu
     return cache.get_seq_length() == 0
 
 
-def share_prefixes(backbone: torch.nn.Module) -> None:
+def share_prefixes(backbone: torch.nn.Module, max_levels: int = 1) -> None:
     """Wraps `backbone.forward` (a transformers decoder model, e.g. Qwen2Model) so that a full-sequence
-    call runs each shared prefix once (see the module docstring)."""
+    call runs each shared prefix once, nested `max_levels` deep (see the module docstring)."""
     from transformers.cache_utils import DynamicCache
     from transformers.modeling_outputs import BaseModelOutputWithPast
 
@@ -101,22 +147,26 @@ def share_prefixes(backbone: torch.nn.Module) -> None:
                     inputs_embeds=inputs_embeds, use_cache=use_cache, **kwargs)
         if not _is_full_sequence_call(input_ids, attention_mask, cache, inputs_embeds, use_cache):
             return original(**full)
-        split = best_split(input_ids, attention_mask)
-        if split is None:
+        chain = best_chain(input_ids, attention_mask, max_levels)
+        if not chain:
             return original(**full)
-        length, width = split.length, input_ids.shape[1]
         shared = cache if cache is not None else DynamicCache(config=backbone.config)
-        prefix = original(input_ids=input_ids[split.sources, :length],
-                          attention_mask=_columns(attention_mask, split.sources, slice(None, length)),
-                          position_ids=_columns(position_ids, split.sources, slice(None, length)),
-                          cache=shared, use_cache=True, **kwargs).last_hidden_state  # [P, L, H]
-        shared.batch_select_indices(split.owner)  # every row attends to its own prefix's keys and values
-        hidden = prefix[split.owner]  # [B, L, H]
-        if length < width:
-            suffix = original(input_ids=input_ids[:, length:], attention_mask=attention_mask,
-                              position_ids=_columns(position_ids, slice(None), slice(length, None)),
-                              cache=shared, use_cache=True, **kwargs).last_hidden_state  # [B, T - L, H]
-            hidden = torch.cat([hidden, suffix], dim=1)  # [B, T, H]
+        pieces, start, previous = [], 0, None
+        for split in chain:
+            if previous is not None:  # each prefix continues its enclosing prefix's keys and values
+                shared.batch_select_indices(previous.owner[split.sources])
+            part = original(input_ids=input_ids[split.sources, start:split.length],
+                            attention_mask=_columns(attention_mask, split.sources, slice(None, split.length)),
+                            position_ids=_columns(position_ids, split.sources, slice(start, split.length)),
+                            cache=shared, use_cache=True, **kwargs).last_hidden_state  # [P, L - start, H]
+            pieces.append(part[split.owner])  # [B, L - start, H]
+            start, previous = split.length, split
+        shared.batch_select_indices(previous.owner)  # every row attends to its own prefix's keys and values
+        if start < input_ids.shape[1]:
+            pieces.append(original(input_ids=input_ids[:, start:], attention_mask=attention_mask,
+                                   position_ids=_columns(position_ids, slice(None), slice(start, None)),
+                                   cache=shared, use_cache=True, **kwargs).last_hidden_state)  # [B, T - L, H]
+        hidden = pieces[0] if len(pieces) == 1 else torch.cat(pieces, dim=1)  # [B, T, H]
         return BaseModelOutputWithPast(last_hidden_state=hidden, cache=shared if use_cache else None)
 
     backbone.forward = forward
