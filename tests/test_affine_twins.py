@@ -74,6 +74,26 @@ def test_an_affine_comparison_leaves_holms_family_and_the_report_says_what_it_wo
     assert "robust - baseline, exploit_share): not met -> met, p (Holm) 0.06 -> 0.03" in table
 
 
+def test_twins_the_payoff_stage_found_are_marked_without_a_declaration(tmp_path) -> None:
+    from hackable_rl.report.declared import with_affine_twins
+
+    results = tmp_path / "results"
+    results.mkdir()
+    found = [{"cell": "k3", "method": "corrected", "same_as": {"cell": "k3", "method": "baseline"},
+              "completions_compared": 12, "relation": "one positive scale (2) and a shift per prompt group"}]
+    (results / "affine_arms.json").write_text(json.dumps(found))
+    marked = with_affine_twins([_outcome("mitigation", "robust", 0.03), _outcome("mitigation", "corrected", 0.04)],
+                               results)
+    assert [o.affine for o in marked] == [False, True]
+
+
+@pytest.mark.parametrize(("study", "found"), [("natural_hacking", {("k3", "corrected", "baseline")}),
+                                              ("natural_dr_grpo", set())])
+def test_the_committed_payoff_stages_found_the_declared_twins(study: str, found: set) -> None:
+    rows = json.loads((REPO / "pipelines" / study / "results" / "affine_arms.json").read_text())
+    assert {(row["cell"], row["method"], row["same_as"]["method"]) for row in rows} == found
+
+
 @pytest.mark.parametrize(("study", "twins"), [
     ("flawed_verifier", {("k3", "corrected", "baseline")}),
     ("natural_hacking", {("k3", "corrected", "baseline")}),

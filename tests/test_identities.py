@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.pricing.identities import Arm, identical_arms
+from hackable_rl.pricing.identities import Arm, affine_arms, affine_map, identical_arms
 from hackable_rl.pricing.payoff import PayoffCell
 
 DECLARED = """
@@ -49,6 +49,57 @@ def test_equal_rewards_under_a_different_training_setup_or_a_refusal_are_not_ide
     cells = [_cell("k3", "baseline", (1, 1)), _cell("k3", "slow", (1, 1), setup="other"),
              _cell("k3", "refused", (1, 1), refused="cannot run here"), _cell("k1", "baseline", (1, 0))]
     assert identical_arms(cells, ["baseline", "slow", "refused"]) == []
+
+
+# Two prompt groups (p, q) of three priced completions each.
+GROUPS = ("p", "p", "p", "q", "q", "q")
+BASE = (1.0, 0.0, 0.5, 1.0, 1.0, 0.0)
+
+
+def _priced(method: str, rewards: tuple[float, ...], advantage=("none", 0.0), cell: str = "k3") -> PayoffCell:
+    return PayoffCell(None, 0.0, method, {}, None, cell, None, rewards, "same", GROUPS, advantage)
+
+
+def test_a_scale_and_shift_of_every_reward_is_found_affine_and_trained_but_listed() -> None:
+    scaled = tuple(2.5 * r - 0.4 for r in BASE)
+    found = affine_arms([_priced("baseline", BASE), _priced("corrected", scaled)], ["baseline", "corrected"])
+    assert [(i.arm, i.same_as) for i in found] == [(Arm("k3", "corrected"), Arm("k3", "baseline"))]
+    assert found[0].as_json()["relation"] == "one positive scale (2.5) and a shift per prompt group"
+    assert identical_arms(
+        [_priced("baseline", BASE), _priced("corrected", scaled)], ["baseline", "corrected"]) == []
+    assert affine_map(BASE, scaled, GROUPS, ("none", 0.0)).startswith("one positive scale (2.5)")
+
+
+def test_a_shift_per_prompt_group_leaves_the_advantages_unless_the_batch_is_standardised() -> None:
+    shifted = tuple(r + (0.3 if g == "p" else -0.2) for r, g in zip(BASE, GROUPS, strict=True))
+    assert affine_map(BASE, shifted, GROUPS, ("none", 0.0)) == "a shift per prompt group"
+    assert affine_map(BASE, shifted, GROUPS, ("group", 0.0)) is not None
+    assert affine_map(BASE, shifted, GROUPS, ("batch", 0.0)) is None  # the batch's std sees the shifts
+
+
+def test_a_scale_per_prompt_group_is_affine_only_where_each_group_is_standardised() -> None:
+    per_group = tuple(r * (3.0 if g == "p" else 0.5) for r, g in zip(BASE, GROUPS, strict=True))
+    assert affine_map(BASE, per_group, GROUPS, ("group", 0.0)) == "positive scale and shift per prompt group"
+    assert affine_map(BASE, per_group, GROUPS, ("none", 0.0)) is None  # the groups' advantages reweighted
+
+
+def test_a_negative_scale_a_kl_term_or_another_ranking_is_no_twin() -> None:
+    assert affine_map(BASE, tuple(-r for r in BASE), GROUPS, ("group", 0.0)) is None
+    assert affine_map(BASE, tuple(2 * r for r in BASE), GROUPS, ("none", 0.04)) is None  # beta's term unscaled
+    assert affine_map(BASE, tuple(r + 1 for r in BASE), GROUPS, ("none", 0.04)) == "a shift per prompt group"
+    reordered = (0.0, 1.0, 0.5, 1.0, 1.0, 0.0)
+    assert affine_map(BASE, reordered, GROUPS, ("group", 0.0)) is None
+    assert affine_map(BASE, (None, *BASE[1:]), GROUPS, ("none", 0.0)) is None  # unpriced where the other is priced
+
+
+def test_affine_arms_need_the_same_cell_and_setup() -> None:
+    doubled = tuple(2 * r for r in BASE)
+    other_cell = affine_arms([_priced("baseline", BASE), _priced("corrected", doubled, cell="k2")],
+                             ["baseline", "corrected"])
+    other_setup = affine_arms([_priced("baseline", BASE), PayoffCell(None, 0.0, "corrected", {}, None, "k3", None,
+                                                                       doubled, "other", GROUPS)],
+                              ["baseline", "corrected"])
+    assert other_cell == [] and other_setup == []
 
 
 def _run(*args: str, seconds_scale: bool = True) -> str:

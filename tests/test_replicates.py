@@ -83,3 +83,25 @@ def test_a_bounded_interval_stays_in_range_and_covers_as_the_t_interval_does_at_
         covered_cut += cut.ci_low <= true_a - true_b <= cut.ci_high
     assert covered_cut == covered and covered / runs >= 0.93
     assert difference_bounds("hacking_gap") == (-2.0, 2.0) and difference_bounds("pass_at_1") == (-1.0, 1.0)
+
+
+def test_the_sign_test_counts_replicates_above_zero_against_a_fair_coin():
+    from hackable_rl.evaluation.replicates import sign_test
+
+    assert sign_test([0.1, 0.2, 0.05, 0.3, 0.01]) == pytest.approx(2 / 32)  # all five above: its smallest p
+    assert sign_test([0.1, 0.2, 0.05, 0.3, -0.01]) == pytest.approx(12 / 32)  # one below: 2 * P(X <= 1)
+    assert sign_test([0.1, 0.0, 0.2]) == pytest.approx(0.5)  # the zero is dropped: 2 of 2 above
+    assert sign_test([0.0, 0.0]) is None
+
+
+def test_outcomes_carry_the_sign_test_beside_the_t_test(tmp_path):
+    import json
+
+    from hackable_rl.report.declared import Outcome, outcomes_table, write_outcomes
+
+    outcome = Outcome("gain", "k1", "a", "b", "pass_at_1", 0.5, 0.4, 0.1, 0.05, 0.15, "a > b", True, 5,
+                      (0.1, 0.2, 0.05, 0.3, 0.01), p_value=0.01)
+    written = json.loads(write_outcomes(tmp_path / "outcomes.json", [outcome]).read_text())
+    assert written[0]["sign_p"] == pytest.approx(0.0625)
+    row = next(line for line in outcomes_table([outcome]) if line.startswith("| gain"))
+    assert row.rstrip(" |").endswith("0.0625")

@@ -43,11 +43,14 @@ def payoff(
     prompts: Annotated[int, typer.Option(min=1, help="Training prompts sampled.")] = 64,
     honest_samples: Annotated[int, typer.Option(min=0, help="Base-policy samples per prompt (honest work).")] = 0,
     out: Annotated[Path | None, typer.Option("--out", help="Where payoff.json goes.")] = None,
+    affine_out: Annotated[Path | None, typer.Option(
+        "--affine-out", help="Where the arms found affine to another (JSON list) go.")] = None,
     allow_unpayable: Annotated[bool, typer.Option(help="Exit 0 even when no exploit pays.")] = False,
 ) -> None:
     """The exploit payoff table: mean training reward of canonical completions per cell and method
     beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
-    from hackable_rl.experiments.study import study_identities, study_payoff
+    from hackable_rl.core.jsonl import write_json
+    from hackable_rl.experiments.study import study_affine_arms, study_identities, study_payoff
     from hackable_rl.pricing import payoff as table
 
     if study is not None:
@@ -58,9 +61,15 @@ def payoff(
     for identity in identities or []:
         typer.echo(f"identical by construction: {identity.arm} = {identity.same_as} "
                    f"(same reward on all {identity.completions} priced completions): trained once")
+    affine = study_affine_arms(study, cells) if study is not None else []
+    for twin in affine:
+        typer.echo(f"affine to another arm: {twin.arm} ~ {twin.same_as} (its rewards are {twin.same_as}'s under "
+                   f"{twin.relation}, on all {twin.completions} priced completions): trained, never tested against it")
     if out is not None:
         found = None if identities is None else [identity.as_json() for identity in identities]
         typer.echo(f"written to {table.write_payoff(out, cells, rates, found)}")
+    if affine_out is not None:
+        typer.echo(f"written to {write_json(affine_out, [twin.as_json() for twin in affine])}")
     problem = table.unpayable_problem(cells)
     if problem and not allow_unpayable:
         fail(problem)

@@ -50,7 +50,7 @@ from hackable_rl.experiments.exploits import (
     training_curve,
 )
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
-from hackable_rl.pricing.identities import Identity, identical_arms
+from hackable_rl.pricing.identities import Identity, affine_arms, identical_arms
 from hackable_rl.pricing.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.scoring.extensions import check_config
 from hackable_rl.study_records.condition_files import (
@@ -207,6 +207,12 @@ def study_identities(study_file: Path, cells: list[PayoffCell]) -> list[Identity
     """The study's arms identical by construction (none for a rate grid), representatives chosen by
     the order of the study's `methods`."""
     return identical_arms(cells, load_study(study_file).trained_methods())
+
+
+def study_affine_arms(study_file: Path, cells: list[PayoffCell]) -> list[Identity]:
+    """The study's arms whose priced rewards differ from another arm's of their cell only by a map
+    GRPO's advantages and Adam's step do not see (`pricing.identities.affine_arms`)."""
+    return affine_arms(cells, load_study(study_file).trained_methods())
 
 
 def study_checkers(study_file: Path) -> list[str]:

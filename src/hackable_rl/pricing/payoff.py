@@ -129,6 +129,11 @@ class PayoffCell:
     setup: str = field(default="", compare=False, repr=False)
     """A hash of the arm's config outside its reward (trainer, data, model, generation, seed...): arms
     that pay alike train alike only where this agrees too."""
+    groups: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """The prompt id of each fingerprint entry: GRPO compares rewards within a prompt's group."""
+    advantage: tuple[str, float] = field(default=("none", 0.0), compare=False, repr=False)
+    """(trainer.scale_rewards, trainer.beta): which maps of the reward leave training unchanged
+    (`pricing.identities.affine_arms`)."""
 
     @property
     def label(self) -> str:
@@ -259,8 +264,11 @@ def _cell(cell_config, spec: PayoffSpec, rows, checkers: Sequence[str], honest: 
     rewards = _score_cell(pipeline, rows, cell_config, checkers)
     pays = {name: mean(values) for name, values in rewards.items()}
     fingerprint = (*honest_rewards, *(value for values in rewards.values() for value in values))
+    groups = (*(str(row["id"]) for row in (honest.rows if honest else [])),
+              *(str(row["id"]) for _ in rewards for row in rows))
     return PayoffCell(spec.flaw, spec.rate, spec.method, pays, None, spec.cell,
-                      mean(honest_rewards) if honest else None, fingerprint, _setup(cell_config))
+                      mean(honest_rewards) if honest else None, fingerprint, _setup(cell_config), groups,
+                      (cell_config.trainer.scale_rewards, cell_config.trainer.beta))
 
 
 REWARD_SECTIONS = ("method", "method_kwargs", "verifier", "corruption", "tracking")

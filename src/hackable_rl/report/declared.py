@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hackable_rl.config.study import load_study
-from hackable_rl.core.jsonl import write_json
+from hackable_rl.core.jsonl import read_json, write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
-from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm
+from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, sign_test
 from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS, STUDY_FILE
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
@@ -64,6 +64,12 @@ class Outcome:
     affine: bool = False
     """A's optimised reward is a positive affine map of B's in this cell (`MethodSpec.affine_to`): the
     two train alike under Adam, so the comparison is listed but never tested."""
+
+    @property
+    def sign_p(self) -> float | None:
+        """The sign test over the replicates' differences (`evaluation.replicates.sign_test`), beside
+        the t-test; None with fewer than two replicates."""
+        return sign_test(self.per_replicate) if len(self.per_replicate) > 1 else None
 
     @property
     def identical(self) -> bool:
@@ -185,15 +191,20 @@ def in_declared_family(outcomes: list[Outcome], family: list[str] | None) -> lis
 
 
 def with_affine_twins(outcomes: list[Outcome], study_dir: Path) -> list[Outcome]:
-    """The outcomes, those comparing an arm with its affine twin in a cell (`experiments.study.
-    affine_twins`, read from the study file and the params.yaml beside the results folder, either way
-    round) marked `affine`; unchanged where there is no params.yaml to build the arms from."""
+    """The outcomes, those comparing an arm with its affine twin in a cell marked `affine` (either way
+    round): twins its method declares (`experiments.study.affine_twins`, built from the study file and
+    the params.yaml beside the results folder) and twins the payoff stage found on the priced rewards
+    (`affine_arms.json` in the results folder, `pricing.identities.affine_arms`), where each exists."""
     from hackable_rl.experiments.study import affine_twins
 
     folder = Path(study_dir).resolve().parent
-    if not (folder / "params.yaml").is_file() or not (folder / STUDY_FILE).is_file():
-        return outcomes
-    twins = affine_twins(folder / STUDY_FILE, folder / "params.yaml")
+    twins: set[tuple[str, str, str]] = set()
+    if (folder / "params.yaml").is_file() and (folder / STUDY_FILE).is_file():
+        twins = affine_twins(folder / STUDY_FILE, folder / "params.yaml")
+    found = Path(study_dir) / "affine_arms.json"
+    if found.is_file():
+        twins |= {(entry["cell"], entry["method"], entry["same_as"]["method"]) for entry in read_json(found)
+                  if entry["same_as"]["cell"] == entry["cell"]}
     pairs = twins | {(cell, twin, method) for cell, method, twin in twins}
     return [replace(o, affine=True) if (o.cell, o.a, o.b) in pairs else o for o in outcomes]
 
@@ -209,7 +220,7 @@ def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
-    return write_json(path, [asdict(outcome) for outcome in with_holm(outcomes)])
+    return write_json(path, [asdict(outcome) | {"sign_p": outcome.sign_p} for outcome in with_holm(outcomes)])
 
 
 def fmt(value: float | None, signed: bool = False) -> str:
@@ -233,12 +244,13 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
     interval = ONE_WARM_START if not outcomes or outcomes[0].interval_method == STUDY_INTERVAL else OWN_WARM_STARTS
     lines = [f"## Declared outcomes (paired by prompt and seed; {interval})", "",
              "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict | p | p (Holm) | "
-             "verdict after Holm |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "verdict after Holm | sign test p |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in with_holm(outcomes):
         after = _verdict(o) if o.identical else "not adjusted (secondary)" if o.secondary else _after(o)
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
-                     f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} |")
+                     f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} | "
+                     f"{_p(o.sign_p)} |")
     identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical and not o.affine})
     affine = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.affine})
     family = sorted({o.name for o in outcomes if not o.secondary})
@@ -247,7 +259,9 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
                         f"every distinct comparison under those names whose target asks for a detected difference "
                         f"({tested} p-values here) "
                         "(equivalence targets are judged by their TOST; a comparison declared twice counts once). "
-                        "Outcomes outside it are secondary: their raw verdict stands, and they are not adjusted.",
+                        "Outcomes outside it are secondary: their raw verdict stands, and they are not adjusted. "
+                        "The sign test (the share of replicates above 0 against a fair coin; no distribution "
+                        "assumed) stands beside the t-test: at 5 replicates its smallest p is 0.0625.",
                     *(["", f"Identical by construction (every seed's difference exactly 0; listed, never tested): "
                         f"{'; '.join(identical)}."] if identical else []),
                     *(["", f"Affine by construction (A's reward a positive affine map of B's on every completion, "
