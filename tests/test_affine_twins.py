@@ -87,7 +87,8 @@ def test_twins_the_payoff_stage_found_are_marked_without_a_declaration(tmp_path)
     assert [o.affine for o in marked] == [False, True]
 
 
-@pytest.mark.parametrize(("study", "found"), [("natural_hacking", {("k3", "corrected", "baseline")}),
+@pytest.mark.parametrize(("study", "found"), [("flawed_verifier", {("k3", "corrected", "baseline")}),
+                                              ("natural_hacking", {("k3", "corrected", "baseline")}),
                                               ("natural_dr_grpo", set())])
 def test_the_committed_payoff_stages_found_the_declared_twins(study: str, found: set) -> None:
     rows = json.loads((REPO / "pipelines" / study / "results" / "affine_arms.json").read_text())
