@@ -35,15 +35,16 @@ def test_a_folder_no_stage_owns_and_a_curve_beside_an_untrained_arm_are_stale(tm
 def test_every_committed_result_file_says_which_machine_made_it() -> None:
     """condition.json, eval.json and warmstart.json carry `machine`: the record a stage writes
     (`core.numerics.machine_record`), one recorded afterwards with its source
-    (scripts/record_machines.py), or "machine not recorded"."""
+    (scripts/record_machines.py), or "machine not recorded" (compare.json, with the reason)."""
     import json
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     files = [*root.glob("pipelines/*/results/**/condition.json"), *root.glob("pipelines/*/metrics/warmstart/*/warmstart.json"),
-             *root.glob("metrics/warmstart/*/warmstart.json"), *root.glob("metrics/*/s*/eval.json")]
+             *root.glob("metrics/warmstart/*/warmstart.json"), *root.glob("metrics/*/s*/eval.json"),
+             root / "metrics" / "compare.json"]
     assert len(files) > 250
     for path in files:
         record = json.loads(path.read_text()).get("machine")
-        assert record == "machine not recorded" or (isinstance(record, dict) and (
+        assert str(record).startswith("machine not recorded") or (isinstance(record, dict) and (
             "recorded_afterwards_from" in record or {"cpu", "flags", "dispatch", "torch_threads", "torch"} <= set(record))), path

@@ -198,6 +198,11 @@ def test_cli_compare_margin_adds_the_90_ci_the_verdict_and_holm(tmp_path):
     assert entry["margin"] == 0.05 and entry["verdict"] == "different" and entry["n_replicates"] == 3
     assert entry["ci_low"] <= entry["ci90_low"] <= entry["diff"] <= entry["ci90_high"] <= entry["ci_high"]
     assert entry["p_holm"] >= entry["p_value"] and entry["family"] == "pass@1 of the declared pairs"
+    assert written["machine"].startswith("machine not recorded")  # the same bytes on every machine, and why
+    from hackable_rl.report.single import comparison_lines
+
+    assert [line.split(":")[0] for line in comparison_lines(tmp_path / "compare.json")] == ["- clean_vs_base",
+                                                                                           "- clean_vs_clean"]
     assert written["clean_vs_clean"]["verdict"] == "equivalent"  # identical results: both CIs are [0, 0]
     assert "clean_vs_clean: pass_at_1 +0.000 [0.000, 0.000]" in result.output
     refused = CliRunner().invoke(app, [*args, "--margin", "0"])

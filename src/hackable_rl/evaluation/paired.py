@@ -368,7 +368,22 @@ def with_holm(comparisons: Mapping[str, Comparison], family: Sequence[str], labe
             for name, comparison in comparisons.items()}
 
 
+MACHINE_KEY = "machine"
+"""compare.json's one entry that is not a comparison."""
+
+MACHINE_NOT_RECORDED = ("machine not recorded: computed from its inputs' prompts.jsonl without a model, so every "
+                        "machine writes the same bytes (what a fresh clone's check compares); each input's eval.json "
+                        "names the machine that made it")
+
+
 def write_comparisons(path: Path, comparisons: Mapping[str, Comparison]) -> Path:
-    """metrics/compare.json: one entry per named comparison (`clean_vs_base`: {metric, diff, ...})."""
-    write_json(path, {name: comparison.record() for name, comparison in comparisons.items()})
+    """metrics/compare.json: one entry per named comparison (`clean_vs_base`: {metric, diff, ...}) and
+    `machine`, which says why it names none (`MACHINE_NOT_RECORDED`)."""
+    write_json(path, {**{name: comparison.record() for name, comparison in comparisons.items()},
+                      MACHINE_KEY: MACHINE_NOT_RECORDED})
     return path
+
+
+def comparison_records(document: Mapping[str, Any]) -> dict[str, Any]:
+    """compare.json's comparisons by name (its `machine` note left out)."""
+    return {name: entry for name, entry in document.items() if name != MACHINE_KEY}

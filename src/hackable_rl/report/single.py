@@ -26,7 +26,13 @@ import pandas as pd
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json as read_json_document
 from hackable_rl.core.stats import mean
-from hackable_rl.evaluation.paired import PROMPTS_FILE, Comparison, policy_mean_ci, read_prompt_results
+from hackable_rl.evaluation.paired import (
+    PROMPTS_FILE,
+    Comparison,
+    comparison_records,
+    policy_mean_ci,
+    read_prompt_results,
+)
 from hackable_rl.evaluation.report_metrics import PREFIX as REPORT_PREFIX
 from hackable_rl.report import plots
 from hackable_rl.report.rate_grid import fmt
@@ -204,7 +210,7 @@ def comparison_lines(path: Path) -> list[str]:
     if document is None:
         return [f"No {path}: run `hackable-rl compare`."]
     lines = []
-    for name, entry in document.items():
+    for name, entry in comparison_records(document).items():
         lines.append(f"- {name}: {Comparison.from_record(entry).summary()}")
     return lines
 
