@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import CHECKERS
+from hackable_rl.methods.robust import attenuation, robust_reward, shape, shape_ensemble
 from hackable_rl.scoring.pipeline import build_reward_pipeline
 from hackable_rl.verifiers import CheckerOptions, Example, Verdict, build_checker, clean_checker
 from hackable_rl.verifiers.corruption import (
@@ -34,7 +35,6 @@ from hackable_rl.verifiers.corruption import (
     corruption_uniforms,
 )
 from hackable_rl.verifiers.ensemble import aggregate, disagreement
-from hackable_rl.verifiers.shaping import attenuation, robust_reward, shape
 
 NAN = math.nan
 EXAMPLE = Example("q1", "#### 7", {"n_steps": 3, "level": "Level 5", "subject": "Algebra"})
@@ -442,8 +442,8 @@ def test_pipeline_verify_is_the_verifier_part_of_score() -> None:
     ensemble = verified.ensemble
     assert len(ensemble.seen) == 3 and all(len(column) == len(COMPLETIONS) for column in ensemble.seen)
     assert ensemble.rewards.shape == (len(COMPLETIONS), 3)
-    arrays = {"reward": ensemble.aggregate, "U": ensemble.spread.u, "shaped": ensemble.shaped.shaped,
-              "optimised_reward": verified.optimised}
+    shaped = shape_ensemble(ensemble, pipeline.verifier.aggregation, pipeline.shaping).shaped
+    arrays = {"reward": ensemble.aggregate, "U": ensemble.spread.u, "shaped": shaped, "optimised_reward": verified.optimised}
     for key, values in arrays.items():
         assert values.tolist() == pytest.approx([record[key] for record in records])
 

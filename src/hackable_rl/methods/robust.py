@@ -1,17 +1,105 @@
-"""robust: optimise the robust-shaped reward attenuation(U) * (r * confidence - lambda * U); its
-settings (`method_kwargs`) are the shaping's own (`verifiers.shaping.ShapingSettings`)."""
+"""robust: optimise the robust-shaped reward r_robust = attenuation(U) * (r * confidence - lambda * U).
+
+The method owns its shaping: the training verifier hands every method the members' verdicts, their
+aggregate and disagreement (`EnsembleRewards`), and `robust` shapes them with its settings
+(`method_kwargs`, `ShapingSettings`). Each ingredient switches on alone: confidence weighting
+(confidence = mean member confidence, else 1), the disagreement penalty (lambda, else 0),
+conservative aggregation (`min` instead of `verifier.aggregation`), and the attenuation (`none`: 1,
+`linear`: 1 - U, `exp`: exp(-k U)). The result lies in [-lambda, 1]; it is not clipped, as the spec's
+formula is not. A shaped reward of 0 attenuates; GRPO still centres rewards within a group, so it
+does not promise a zero gradient weight.
+
+A shaping variant is a method of its own in one file that calls `shape` (or `robust_reward`) and
+changes what it needs (docs/extending.md, "A shaping variant"; tests/plugins/shaping_plugin.py).
+"""
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
+from typing import Literal
 
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from hackable_rl.core.bounds import NonNegativeFloat
 from hackable_rl.core.registry import register_method
-from hackable_rl.verifiers.shaping import ShapingSettings
+from hackable_rl.verifiers.ensemble import Disagreement, aggregate
 from hackable_rl.verifiers.training_verifier import EnsembleRewards
+
+__all__ = ["DEFAULT_SHAPING", "ShapedRewards", "ShapingSettings", "attenuation", "robust", "robust_reward", "shape",
+           "shape_ensemble"]
+
+
+class ShapingSettings(BaseModel):
+    """The robust shaping's settings: the `robust` method's `method_kwargs`. The records keep the
+    shaped reward under every method (`scoring.pipeline`): with these settings under `robust` (or a
+    method whose settings are these), with the defaults (`DEFAULT_SHAPING`) under any other."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    confidence_weighting: bool = True
+    """Multiply the reward by the mean member confidence."""
+    disagreement_penalty: bool = True
+    """Subtract lambda * U."""
+    disagreement_lambda: NonNegativeFloat = 0.5
+    """lambda: weight of the disagreement penalty."""
+    conservative_aggregation: bool = False
+    """Aggregate members with `min` instead of `verifier.aggregation`."""
+    attenuation: Literal["none", "linear", "exp"] = "linear"
+    """attenuation(U): 1, 1 - U, or exp(-k U)."""
+    attenuation_k: NonNegativeFloat = 1.0
+    """k of the exponential attenuation."""
+
+
+def attenuation(u: np.ndarray, mode: str, k: float = 1.0) -> np.ndarray:
+    """attenuation(U): 1, 1 - U, or exp(-k U)."""
+    if mode == "none":
+        return np.ones_like(u)
+    if mode == "linear":
+        return 1.0 - u
+    if mode == "exp":
+        return np.exp(-k * u)
+    raise ValueError(f"unknown attenuation {mode!r}; valid: none, linear, exp")
+
+
+def robust_reward(
+    reward: np.ndarray, u: np.ndarray, mean_confidence: np.ndarray, robust: ShapingSettings
+) -> np.ndarray:
+    """The shaped reward [N] from the aggregate, U and the mean confidence (NaN stays NaN)."""
+    confidence = mean_confidence if robust.confidence_weighting else np.ones_like(reward)
+    penalty = robust.disagreement_lambda * u if robust.disagreement_penalty else np.zeros_like(reward)
+    return attenuation(u, robust.attenuation, robust.attenuation_k) * (reward * confidence - penalty)
+
+
+@dataclass(frozen=True)
+class ShapedRewards:
+    """The robust method's inputs and output, each [N]."""
+
+    aggregate: np.ndarray
+    """The aggregate the shaping started from (`min` under conservative aggregation)."""
+    shaped: np.ndarray
+    """r_robust."""
+
+
+def shape(
+    rewards: np.ndarray, confidences: np.ndarray, spread: Disagreement, aggregation: str, robust: ShapingSettings
+) -> ShapedRewards:
+    """Robust shaping of a batch: aggregate (conservatively if asked), then shape."""
+    method = "min" if robust.conservative_aggregation else aggregation
+    base = aggregate(rewards, confidences, method)
+    return ShapedRewards(aggregate=base, shaped=robust_reward(base, spread.u, spread.mean_confidence, robust))
+
+
+DEFAULT_SHAPING = ShapingSettings()
+"""The shaping the records keep under a method whose settings are not the shaping's."""
+
+
+def shape_ensemble(ensemble: EnsembleRewards, aggregation: str, settings: ShapingSettings) -> ShapedRewards:
+    """`shape` of a training verifier's batch: its members' seen rewards, confidences and disagreement."""
+    return shape(ensemble.rewards, ensemble.confidences, ensemble.spread, aggregation, settings)
 
 
 @register_method("robust", settings=ShapingSettings)
 def robust(ensemble: EnsembleRewards, config, settings: ShapingSettings) -> np.ndarray:
-    """The shaped reward `verifiers.shaping` computed from the same ensemble (the training verifier
-    shapes with this method's settings: `scoring.build_reward_pipeline`)."""
-    return ensemble.shaped.shaped
+    """The robust-shaped reward of the batch under this run's settings."""
+    return shape_ensemble(ensemble, config.verifier.aggregation, settings).shaped

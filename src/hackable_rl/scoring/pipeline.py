@@ -1,8 +1,8 @@
 """Scoring: the training verifier's verdicts, the method and the objective, combined into the reward
 TRL sees.
 
-    completions ─> TrainingVerifier (members ─> corruption ─> aggregate, disagreement, shaping)
-                ─> method (config.method: what is optimised) ─> objective (reward components) ─> reward
+    completions ─> TrainingVerifier (members ─> corruption ─> aggregate, disagreement)
+                ─> method (config.method: what is optimised; `robust` shapes) ─> objective (reward components) ─> reward
 
 The optimised reward *is* the objective's verifier component (the reward that declares
 `needs("verifier_reward")`: `correctness_reward`) in training; a missing one is imputed with
@@ -25,10 +25,10 @@ from hackable_rl.answers.parsing import completion_text, parse_strict
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.registry import METHODS, REWARDS, build_reward
 from hackable_rl.core.stats import mean
+from hackable_rl.methods.robust import DEFAULT_SHAPING, ShapingSettings, shape_ensemble
 from hackable_rl.scoring.objectives import build_objective
 from hackable_rl.scoring.records import VerifierRecord
-from hackable_rl.verifiers.shaping import ShapingSettings
-from hackable_rl.verifiers.training_verifier import DEFAULT_SHAPING, EnsembleRewards, TrainingVerifier
+from hackable_rl.verifiers.training_verifier import EnsembleRewards, TrainingVerifier
 from hackable_rl.verifiers.types import Example
 
 __all__ = ["ScoredBatch", "VerifiedBatch", "RewardPipeline", "build_reward_pipeline"]
@@ -70,7 +70,8 @@ class RewardPipeline:
         self.config = config
         self.method = METHODS.get(config.method)
         self.method_settings = self.method.settings_of(config)
-        self.verifier = TrainingVerifier(config, _shaping(self.method_settings))
+        self.verifier = TrainingVerifier(config)
+        self.shaping = _shaping(self.method_settings)
         self.members = self.verifier.members
         self.objective = build_objective(config)
         self._needs = {name: REWARDS.get(name).needs for name in self.reward_names()}
@@ -141,7 +142,8 @@ class RewardPipeline:
     ) -> list[VerifierRecord]:
         ensemble, spread = verified.ensemble, verified.ensemble.spread
         aggregate, optimised = _column(ensemble.aggregate), _column(verified.optimised)
-        robust_aggregate, shaped = _column(ensemble.shaped.aggregate), _column(ensemble.shaped.shaped)
+        shaping = shape_ensemble(ensemble, self.verifier.aggregation, self.shaping)  # kept under every method
+        robust_aggregate, shaped = _column(shaping.aggregate), _column(shaping.shaped)
         measures = {name: _column(values) for name, values in (
             ("U", spread.u), ("normalised_disagreement", spread.normalised), ("vote_entropy", spread.vote_entropy),
             ("confidence_dispersion", spread.confidence_dispersion), ("mean_confidence", spread.mean_confidence),

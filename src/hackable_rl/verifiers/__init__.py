@@ -1,7 +1,8 @@
-"""The training verifier: checkers, corruption channels, ensembles, disagreement, robust shaping.
+"""The training verifier: checkers, corruption channels, ensembles, disagreement (the robust shaping
+is the `robust` method's: `hackable_rl.methods.robust`).
 
 Importing this package registers every checker in `CHECKERS` (the natural flaws' modules too). It deliberately does not import
-`corruption`, `ensemble` or `shaping`: the independent judge imports `hackable_rl.verifiers.checkers`,
+`corruption` or `ensemble`: the independent judge imports `hackable_rl.verifiers.checkers`,
 and nothing on its import path may load the code that corrupts rewards. Import those submodules
 by name where they are needed (the reward pipeline does).
 """

@@ -1,10 +1,10 @@
-"""The training verifier: its members' verdicts, their aggregate, disagreement and robust shaping.
+"""The training verifier: its members' verdicts, their aggregate and disagreement.
 
 Per batch every member checks every completion (its clean verdict); its corruption channel, when
 the member is marked `corrupted`, turns that into the verdict training sees. The members' seen
-rewards then aggregate (`verifier.aggregation`), their disagreement is measured and the robust
-shaping computed, for every method alike: the method (`hackable_rl.methods`) only picks what is
-optimised, and the records keep every quantity whichever it picks.
+rewards then aggregate (`verifier.aggregation`) and their disagreement is measured, for every method
+alike: the method (`hackable_rl.methods`) makes what is optimised from them (`robust` its shaping,
+`corrected` its correction), and the records keep every quantity whichever it is.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import numpy as np
 from hackable_rl.verifiers.checkers import CheckerOptions, build_checker, checker_settings
 from hackable_rl.verifiers.corruption import Channel, KeyedChannel, build_channel, corruption_key
 from hackable_rl.verifiers.ensemble import Disagreement, aggregate, disagreement
-from hackable_rl.verifiers.shaping import ShapedRewards, ShapingSettings, shape
 from hackable_rl.verifiers.types import Checker, Example, Verdict
 
 __all__ = ["Member", "EnsembleRewards", "TrainingVerifier", "build_members", "member_noise_rates"]
@@ -37,8 +36,6 @@ class Member:
     """The checker's settings, as text: members share clean verdicts only under the same ones."""
 
 
-DEFAULT_SHAPING = ShapingSettings()
-"""The shaping of the records under a method whose settings are not the shaping's."""
 SHARED_DRAW = "shared"
 """The hash key every member draws under with `corruption.draw: shared` (one draw per completion)."""
 
@@ -97,22 +94,18 @@ class EnsembleRewards:
     aggregate: np.ndarray
     """r: the seen rewards aggregated by `verifier.aggregation` (the observed reward)."""
     spread: Disagreement
-    shaped: ShapedRewards
-    """The robust shaping of the same rewards (computed for every method, for the records)."""
     noise_rates: tuple[Rates, ...]
     """[M] each member's known (rho0, rho1) (`member_noise_rates`), read once when the verifier is built."""
 
 
 class TrainingVerifier:
-    """The configured ensemble, built once: `verify(texts, examples) -> EnsembleRewards`. `shaping`:
-    the settings of the shaping every batch's records keep."""
+    """The configured ensemble, built once: `verify(texts, examples) -> EnsembleRewards`."""
 
-    def __init__(self, config, shaping: ShapingSettings = DEFAULT_SHAPING):
+    def __init__(self, config):
         channel = build_channel(config.corruption, CheckerOptions.from_config(config))
         self.members = build_members(config, channel)
         self.noise_rates = tuple(member_noise_rates(config, channel))
         self.aggregation = config.verifier.aggregation
-        self.robust = shaping
 
     def verify(self, texts: list[str], examples: list[Example]) -> EnsembleRewards:
         per_member = self._member_verdicts(texts, examples)  # [M] (clean [N], seen [N])
@@ -129,7 +122,6 @@ class TrainingVerifier:
             confidences=confidences,
             aggregate=aggregate(rewards, confidences, self.aggregation),
             spread=spread,
-            shaped=shape(rewards, confidences, spread, self.aggregation, self.robust),
             noise_rates=self.noise_rates,
         )
 
