@@ -121,3 +121,14 @@ def test_the_family_size_a_report_states_is_its_outcomes_files(study: str) -> No
     adjusted = {(row["cell"], row["a"], row["b"], row["metric"]) for row in rows if row["p_holm"] is not None}
     stated = re.findall(r"\((\d+) p-values here\)", (folder / "reports" / "report.md").read_text())
     assert stated and {int(n) for n in stated} == {len(adjusted)}
+
+
+def test_a_malformed_affine_arms_file_is_one_line_naming_it(tmp_path) -> None:
+    from hackable_rl.core.errors import UserError
+    from hackable_rl.report.declared import with_affine_twins
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "affine_arms.json").write_text(json.dumps([{"cell": "k3", "method": "corrected"}]))
+    with pytest.raises(UserError, match="affine_arms.json: expected a list of"):
+        with_affine_twins([_outcome("mitigation", "corrected", 0.04)], results)

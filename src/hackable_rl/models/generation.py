@@ -1,8 +1,9 @@
 """Batched text generation with the policy: the one sampler evaluation and the warm start share.
 
-Prompts are left-padded so every completion starts at the same column; a row stops at the
-tokenizer's eos (or a configured stop string). Each batch is seeded with `seed + batch index`:
-the same prompts, batch size and seed give the same completions.
+Prompts are left-padded so every completion starts at the same column (or, with
+`GenerationSettings.common_prefix_first`, padded after the tokens all of a batch's prompts share:
+`_encode`); a row stops at the tokenizer's eos (or a configured stop string). Each batch is seeded
+with `seed + batch index`: the same prompts, batch size and seed give the same completions.
 
 With `workers` > 1 the batches are decoded side by side in that many threads of this process, each
 with its share of torch's threads and its batch's own generator (seeded `seed + batch index`, the

@@ -63,8 +63,10 @@ def best_split(input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> 
     is at least L; sharing a prefix is an equivalence, so at every L the rows fall into classes. A
     row starts a new class at L when no earlier row shares L tokens with it.
     """
-    rows, width = input_ids.shape
-    classes, common = _classes_and_common(input_ids, attention_mask)  # [T], [B, B]
+    return _best_split(*_classes_and_common(input_ids, attention_mask), *input_ids.shape)
+
+
+def _best_split(classes: torch.Tensor, common: torch.Tensor, rows: int, width: int) -> PrefixSplit | None:
     lengths = torch.arange(1, width + 1)  # [T] candidate splits
     passes = classes * lengths + rows * (width - lengths)  # [T]
     best = int(passes.argmin())
@@ -96,11 +98,11 @@ def best_chain(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, max
     L1-token prefixes once, then each distinct L2-token prefix's tokens L1..L2 once, ..., then every
     row's rest. One level is `best_split`; each further level must save LEVEL_SAVED_SHARE of the
     full call's passes. Empty when no split saves MIN_SAVED_SHARE."""
-    first = best_split(input_ids, attention_mask)
+    rows, width = input_ids.shape
+    classes, common = _classes_and_common(input_ids, attention_mask)  # [T], [B, B]
+    first = _best_split(classes, common, rows, width)
     if first is None or max_levels < 2:
         return [] if first is None else [first]
-    rows, width = input_ids.shape
-    classes, common = _classes_and_common(input_ids, attention_mask)
     lengths = torch.arange(1, width + 1)
     level_cost = int(LEVEL_SAVED_SHARE * rows * width)
     # covered[l - 1]: the fewest passes (plus the levels' cost) that run columns 0..l with a split at l

@@ -116,14 +116,15 @@ def affine_map(base: Sequence[float | None], other: Sequence[float | None], grou
     if any((a is None) != (b is None) for a, b in zip(base, other, strict=True)):
         return None
     scale_rewards, beta = advantage
-    kept = [(a, b, g) for a, b, g in zip(base, other, groups, strict=True) if a is not None]
+    priced = [index for index, value in enumerate(base) if value is not None]
+    kept_groups = [groups[i] for i in priced]
     by_group = scale_rewards != "batch"
-    x, y = _centred([a for a, _, _ in kept], [g for _, _, g in kept], by_group), \
-        _centred([b for _, b, _ in kept], [g for _, _, g in kept], by_group)
+    x = _centred([base[i] for i in priced], kept_groups, by_group)
+    y = _centred([other[i] for i in priced], kept_groups, by_group)
     tolerance = RELATIVE_TOLERANCE * max(1.0, *(abs(v) for v in x + y))
     if scale_rewards == "group":
         return "positive scale and shift per prompt group" if all(
-            _positive_multiple(xs, ys, tolerance) is not None for xs, ys in _split(x, y, [g for _, _, g in kept])) else None
+            _positive_multiple(xs, ys, tolerance) is not None for xs, ys in _split(x, y, kept_groups)) else None
     scale = _positive_multiple(x, y, tolerance)
     if scale is None or (beta > 0 and abs(scale - 1.0) > tolerance):
         return None

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hackable_rl.config.study import load_study
+from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json, write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, sign_test
@@ -203,10 +204,19 @@ def with_affine_twins(outcomes: list[Outcome], study_dir: Path) -> list[Outcome]
         twins = affine_twins(folder / STUDY_FILE, folder / "params.yaml")
     found = Path(study_dir) / "affine_arms.json"
     if found.is_file():
-        twins |= {(entry["cell"], entry["method"], entry["same_as"]["method"]) for entry in read_json(found)
-                  if entry["same_as"]["cell"] == entry["cell"]}
+        twins |= _found_twins(found)
     pairs = twins | {(cell, twin, method) for cell, method, twin in twins}
     return [replace(o, affine=True) if (o.cell, o.a, o.b) in pairs else o for o in outcomes]
+
+
+def _found_twins(path: Path) -> set[tuple[str, str, str]]:
+    """(cell, method, twin) of each same-cell entry of the payoff stage's affine_arms.json."""
+    try:
+        return {(entry["cell"], entry["method"], entry["same_as"]["method"]) for entry in read_json(path)
+                if entry["same_as"]["cell"] == entry["cell"]}
+    except (KeyError, TypeError):
+        raise UserError(f"{path}: expected a list of {{cell, method, same_as: {{cell, method}}}} entries "
+                        "(`hackable-rl payoff --affine-out` writes it); rerun the payoff stage") from None
 
 
 def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
