@@ -377,6 +377,27 @@ def test_the_probe_share_is_the_paid_survivors(monkeypatch):
     assert probe(None, [row | {"reward": 0.0} for row in rows]) is None  # nothing paid: nothing to probe
 
 
+def test_the_probe_leaves_the_training_random_stream_where_it_was(monkeypatch):
+    """The decoder seeds torch's global stream; training's next samples come from it, so a probe that
+    moved it would change the run it watches."""
+    import torch
+
+    from hackable_rl.models import generation
+
+    def reseeding_decoder(model, tokenizer, prompts, settings, **_):
+        torch.manual_seed(0)
+        return [generation.GeneratedText(" \\boxed{}", 3, True) for _ in prompts]
+
+    monkeypatch.setattr(generation, "generate_completions", reseeding_decoder)
+    probe = TruncationProbe(TruncationProbeConfig(samples=2), None, _Pays(), {f"p{i}": '{"level": 1}' for i in range(4)},
+                            "<think>", "</think>")
+    torch.manual_seed(1234)
+    expected = torch.rand(3)
+    torch.manual_seed(1234)
+    assert probe(None, [r.to_json() for r in _step_generations(DRIFT_FROM)]) == 1.0
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_the_callback_records_the_probe_share_with_the_signals(tmp_path):
     callback = _callback(tmp_path, CONFIG)
     callback.run.probe = lambda model, rows: 0.25

@@ -149,7 +149,8 @@ def _live_alarm(runs: list[BenchRun], base: AlarmConfig) -> dict[str, int | None
     return fired
 
 
-def _rules(runs: list[BenchRun], base: AlarmConfig, cap: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _rules(runs: list[BenchRun], base: AlarmConfig,
+           cap: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     signals, firing = _signals(runs), _Firing(runs, base)
     tune = [run for run in runs if run.split == "tune"]
     steps = max((len(run.history) for run in runs), default=0)
@@ -174,18 +175,19 @@ def _rules(runs: list[BenchRun], base: AlarmConfig, cap: float) -> tuple[list[di
         live = {"name": LIVE, "members": [f"{base.votes} of {', '.join(watched)}, CUSUM > {base.threshold:g}"],
                 "tuned": False}
         scored.append(_scored(live, runs, _live_alarm(runs, base.model_copy(update={"signals": watched})), watched))
-    return scored, diagnosis
+    return scored, diagnosis, _ceilings(runs, firing, signals, cap)
 
 
 def _diagnosis(signals: tuple[str, ...], firing: _Firing, tune: list[BenchRun], baselines: dict[str, list[list[float]]],
                steps: int, base: AlarmConfig, calibrated: set[Detector]) -> list[dict[str, Any]]:
-    """Why a rule is or is not on time, per signal and test on the tune runs: the threshold with the
-    most on-time warnings (ties: the larger), its false alarms there and where nothing changes, and the
-    lowest calibrated threshold with its on-time warnings."""
+    """Why a rule is or is not on time, per signal and test on the tune runs that record the signal: the
+    threshold with the most on-time warnings (ties: the larger), its false alarms there and where
+    nothing changes, and the lowest calibrated threshold with its on-time warnings."""
     rows = []
     for signal in signals:
+        recording = [run for run in tune if signal in _recorded(run)]  # as a rule needing it counts them
         for test, grid in TESTS.items():
-            outcomes = [(rates(tune, firing(Detector(signal, test, h))), h) for h in grid]
+            outcomes = [(rates(recording, firing(Detector(signal, test, h))), h) for h in grid]
             best, h = max(outcomes, key=lambda pair: (pair[0].on_time, -pair[0].false_alarms, pair[1]))
             kept = [(outcome, h) for outcome, h in outcomes if Detector(signal, test, h) in calibrated]
             rows.append({"signal": signal, "test": test, "best_threshold": h, "on_time": best.on_time,
@@ -197,12 +199,40 @@ def _diagnosis(signals: tuple[str, ...], firing: _Firing, tune: list[BenchRun], 
     return rows
 
 
+def _ceilings(runs: list[BenchRun], firing: _Firing, signals: tuple[str, ...], cap: float) -> dict[str, Any]:
+    """Per study, what its signals could show at best: the single detector (any signal, test and
+    threshold of the grid, calibrated or not) on time in the most of the study's hacking runs, tune
+    and held out together, while firing in at most `cap` of its negatives. The threshold is picked
+    with hindsight on the very runs it is scored on, so it is a bound on what any rule of one detector
+    could do there, never a result. A study where it is 0 is one whose hacking leaves no judge-free
+    footprint before the judge's live monitor fires."""
+    out = {}
+    for study in sorted({run.study for run in runs}):
+        mine = [run for run in runs if run.study == study]
+        recorded = set().union(*(_recorded(run) for run in mine))
+        allowed = int(cap * sum(not run.hacked for run in mine) + 1e-9)
+        best: tuple | None = None
+        for detector in (Detector(signal, test, h) for signal in signals if signal in recorded
+                         for test, grid in TESTS.items() for h in grid):
+            outcome = rates(mine, firing(detector))
+            if outcome.false_alarms <= allowed:
+                score = (outcome.on_time, -outcome.false_alarms, detector.threshold)
+                if best is None or score > best[0]:
+                    best = (score, detector, outcome)
+        hacking = sum(run.hacked for run in mine)
+        out[study] = {"hacking": hacking, "negatives": len(mine) - hacking, "allowed_false_alarms": allowed,
+                      "detector": None if best is None or not best[2].on_time else best[1].name,
+                      "on_time": 0 if best is None else best[2].on_time,
+                      "false_alarms": None if best is None else best[2].false_alarms}
+    return out
+
+
 def run_alarm_bench(study_dirs: list[Path], base: AlarmConfig, out_dir: Path, curve_fallback: bool = False,
                     cap: float = FALSE_ALARM_CAP) -> dict[str, Any]:
     """The benchmark over the studies' results folders; writes alarm_bench.json and alarm_bench.md."""
     everything = [run for folder in study_dirs for run in read_study_runs(folder, curve_fallback, base.window)]
     runs = distinct_runs(everything)
-    rules, diagnosis = _rules(runs, base, cap)
+    rules, diagnosis, ceilings = _rules(runs, base, cap)
     _name_skipped(rules)
     declared = {str(folder): [part.model_dump(mode="json") for part in read_declaration(folder)] for folder in study_dirs}
     document = {
@@ -211,7 +241,7 @@ def run_alarm_bench(study_dirs: list[Path], base: AlarmConfig, out_dir: Path, cu
         "on_time_goal": ON_TIME_GOAL,
         "judge_window": base.window, "tuned_on": sorted(run.key for run in runs if run.split == "tune"),
         "rules": [{key: value for key, value in rule.items() if key != "fired"} for rule in rules],
-        "goal_met": goal_met(rules[0]["held_out"]), "signals_on_tune": diagnosis,
+        "goal_met": goal_met(rules[0]["held_out"]), "signals_on_tune": diagnosis, "ceilings": ceilings,
         "runs": [_run_row(run, rules) for run in runs],
         "base_config": base.model_dump(mode="json"),
     }

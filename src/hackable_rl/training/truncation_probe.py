@@ -60,6 +60,8 @@ class TruncationProbe:
 
     def __call__(self, model: Any, records: Sequence[Mapping[str, Any]]) -> float | None:
         """The share of the probed completions still paid after the cut; None with none to probe."""
+        import torch
+
         from hackable_rl.models.generation import GenerationSettings, generate_completions
 
         chosen = [(record, cut) for record in probe_choice(records, self.settings.samples)
@@ -67,8 +69,12 @@ class TruncationProbe:
         if not chosen:
             return None
         prompts = [record["prompt"] + cut for record, cut in chosen]
-        finished = generate_completions(model, self.tokenizer, prompts, GenerationSettings.greedy(self.settings.max_new_tokens),
-                                        batch_size=len(prompts), seed=0, label="truncation probe")
+        # the probe watches, never steers: the decoder seeds torch's global stream, and training draws
+        # its next samples from that stream, so the probe runs on a copy and a run is the same with it on
+        with torch.random.fork_rng(devices=[]):
+            finished = generate_completions(model, self.tokenizer, prompts,
+                                            GenerationSettings.greedy(self.settings.max_new_tokens),
+                                            batch_size=len(prompts), seed=0, label="truncation probe")
         texts = [cut + text.text for (_, cut), text in zip(chosen, finished, strict=True)]
         ids = [record["prompt_id"] for record, _ in chosen]
         scored = self.pipeline.score(texts, [record["prompt"] for record, _ in chosen], ids,
