@@ -37,6 +37,7 @@ from hackable_rl.report.alarm_rules import (
     TESTS,
     Detector,
     Rule,
+    allowed_false_alarms,
     choose_rule,
     clustered_interval,
     first_above,
@@ -210,7 +211,7 @@ def _ceilings(runs: list[BenchRun], firing: _Firing, signals: tuple[str, ...], c
     for study in sorted({run.study for run in runs}):
         mine = [run for run in runs if run.study == study]
         recorded = set().union(*(_recorded(run) for run in mine))
-        allowed = int(cap * sum(not run.hacked for run in mine) + 1e-9)
+        allowed = allowed_false_alarms(mine, cap)
         best: tuple | None = None
         for detector in (Detector(signal, test, h) for signal in signals if signal in recorded
                          for test, grid in TESTS.items() for h in grid):

@@ -40,7 +40,7 @@ from hackable_rl.training.alarm import SignalCusum, spec_of
 from hackable_rl.training.signals import StepSignals
 from hackable_rl.training.window_test import window_statistics
 
-__all__ = ["CUSUM_THRESHOLDS", "WINDOW_THRESHOLDS", "MAX_MEMBERS", "Detector", "Rule", "Rates",
+__all__ = ["CUSUM_THRESHOLDS", "WINDOW_THRESHOLDS", "MAX_MEMBERS", "Detector", "Rule", "Rates", "allowed_false_alarms",
            "statistic_series", "first_above", "null_false_alarm_rate", "rates", "choose_rule", "clustered_interval"]
 
 CUSUM_THRESHOLDS = (2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0, 30.0, 40.0, 60.0)
@@ -177,13 +177,18 @@ def _score(outcome: Rates, threshold_sum: float) -> tuple:
     return (outcome.on_time, outcome.detected, -outcome.false_alarms, threshold_sum)
 
 
+def allowed_false_alarms(runs: Iterable[BenchRun], cap: float) -> int:
+    """The most negatives among `runs` a detector or rule may fire in under `cap` (a share of them)."""
+    return math.floor(cap * sum(not run.hacked for run in runs) + 1e-9)
+
+
 def choose_rule(name: str, candidates: Sequence[Detector], firing: Callable[[Detector], Mapping[str, int | None]],
                 tune: Sequence[BenchRun], cap: float, max_members: int = MAX_MEMBERS) -> Rule:
     """The greedy any-of rule over `candidates` on the tune runs, false alarms at or under `cap` (a
     share of the tune negatives); a rule with no member (never fires) when no detector keeps under it."""
     chosen: tuple[Detector, ...] = ()
     best = _score(rates(tune, Rule(name, chosen).fired(firing, tune)), 0.0)
-    allowed = math.floor(cap * sum(not run.hacked for run in tune) + 1e-9)
+    allowed = allowed_false_alarms(tune, cap)
     while len(chosen) < max_members:
         round_best = None
         for detector in candidates:
