@@ -160,6 +160,7 @@ def test_the_chosen_rule_stays_under_its_cap_on_stationary_noise(tmp_path):
 def test_the_benchmark_counts_on_time_detections_false_alarms_and_leads(study, tmp_path):
     document = run_alarm_bench([study], BASE, tmp_path / "out")
     assert (document["runs_read"], document["distinct_runs"]) == (6, 5)  # the twin is hack-s1's trajectory
+    assert document["machine"].startswith("machine not recorded: ")  # a pure function of committed files
     twin = next(run for run in document["runs"] if run["name"] == "hack-s1")
     assert twin["same_as"] == ["hack-twin-s1"] and twin["judge_onset"] == 30 and twin["live_onset"] == 39
     assert document["tuned_on"] == ["study/clean-s0", "study/hack-s0"]
