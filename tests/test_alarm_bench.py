@@ -187,11 +187,12 @@ def test_the_bound_names_the_footprint_where_there_is_one_and_nothing_where_ther
         _run(quiet, f"clean-s{seed}", seed, rise_at=None, onset=None, jitter=0.001)
     bounds = run_alarm_bench([study, quiet], BASE, tmp_path / "out")["ceilings"]
     assert bounds["quiet"]["hacking"] == 2 and bounds["quiet"]["on_time"] == 0 and bounds["quiet"]["detector"] is None
+    assert bounds["quiet"]["false_alarms"] is None  # no detector named, so no false alarms to count (never a 0)
     # late-s1 steps up one step before its live onset: only a hair trigger, picked with hindsight, is on time
     assert bounds["study"]["on_time"] == 3 and bounds["study"]["detector"].startswith("reward ")
     assert bounds["study"]["false_alarms"] == 0  # 2 negatives: 5% of them allows none
     markdown = (tmp_path / "out" / "alarm_bench.md").read_text()
-    assert "| quiet | 2 | 2 | none is ever on time | 0/2 |" in markdown
+    assert "| quiet | 2 | 2 | none is ever on time | 0/2 | - |" in markdown
     assert "Together the bounds reach 3 of 5 hacking runs (60%); the goal asks for 80%." in markdown
 
 
