@@ -86,6 +86,10 @@ def condition(
     ] = None,
     config: ConfigOption = Path("params.yaml"),
     overrides: SetOption = None,
+    pilots: Annotated[Path | None, typer.Option(
+        "--pilots", help="Pilots file: its shared overrides (validation) and, with --setting, one of its grid's.")] = None,
+    setting: Annotated[str | None, typer.Option(
+        "--setting", help="A setting of the pilots file's grid (none with --method base: the pilots' base).")] = None,
     resume: Annotated[ResumeMode, typer.Option(envvar="HACKABLE_RL_RESUME", help="auto: continue the training run from "
                       "its last resumable checkpoint, if any (lanes sets it for a retried cell).")] = ResumeMode.never,
 ) -> None:
@@ -95,7 +99,13 @@ def condition(
 
     if cell and not study:
         fail("condition: --cell needs --study (the file that declares the cells)")
+    if setting and not pilots:
+        fail("condition: --setting needs --pilots (the file that declares the grid)")
     extra, spot, variant = study_condition(study, method, cell) if study else ([], None, False)
+    if pilots is not None:
+        from hackable_rl.config.pilots import pilot_overrides
+
+        extra = [*extra, *pilot_overrides(pilots, setting)]
     cfg = _model_config(config, [*extra, *(overrides or [])], refusals=False)  # a refused cell is recorded
     check_output_path(out, "--out", folder=True)
     twin = identical_twin(payoff, cell, method) if payoff is not None and spot is not None else None

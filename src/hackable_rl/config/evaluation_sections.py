@@ -76,6 +76,10 @@ class EvaluationConfig(Section):
     equivalence); eval.json, prompts.jsonl and reports give both judges and count where they disagree."""
     zero_shot_out: str | None = None
     """When set, also write the frozen zero-shot JSONL (prompt id -> correctness, thinking length)."""
+    checkpoint_steps: list[PositiveInt] = []
+    """Training steps whose permanent checkpoints a study condition also evaluates, as its final one is
+    (a learning curve on `split`: checkpoints.csv beside condition.json); each must be saved, in
+    `trainer.permanent_steps` or `trainer.max_steps`. Empty: the final checkpoint only."""
     metrics: list[str] = []
     """Extra report metrics (REPORT_METRICS names or `package.module:metric`): eval.json, MLflow, report.md."""
 

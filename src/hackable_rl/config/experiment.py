@@ -334,6 +334,16 @@ class ExperimentConfig(Section):
                              "generation.drop_finished_rows: true (that decoder numbers positions from the mask)")
         return self
 
+    @model_validator(mode="after")
+    def _checkpoint_steps_saved(self) -> ExperimentConfig:
+        saved = {*self.trainer.permanent_steps, self.trainer.max_steps}
+        unsaved = [step for step in self.evaluation.checkpoint_steps if step not in saved]
+        if unsaved:
+            raise ValueError(f"evaluation.checkpoint_steps: {unsaved} are not saved for good; list them in "
+                             f"trainer.permanent_steps (now {self.trainer.permanent_steps}) or lower them to "
+                             f"trainer.max_steps {self.trainer.max_steps}")
+        return self
+
     @property
     def corruption_seed(self) -> int:
         return self.seed if self.corruption.seed is None else self.corruption.seed

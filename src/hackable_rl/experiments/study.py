@@ -40,6 +40,7 @@ from hackable_rl.experiments.cells import (
     study_cells,
     variant_method,
 )
+from hackable_rl.experiments.checkpoint_curve import evaluate_checkpoints
 from hackable_rl.experiments.eval_targets import EvalTarget, target_from_model
 from hackable_rl.experiments.evaluate import evaluate
 from hackable_rl.experiments.exploits import (
@@ -243,6 +244,8 @@ def run_condition(
         record["run_name"] = cfg.run_name
         record |= _run_base(cfg) if method == "base" else _run_trained(cfg, resume)
         _write_outcomes(cfg, condition, record, out_dir, getattr(cell, "patterns", ()))
+        if method != "base" and cfg.evaluation.checkpoint_steps:
+            record["checkpoints"] = evaluate_checkpoints(cfg, record, out_dir)
         record["status"], record["error"] = "ok", None
     except Exception as error:  # a failed condition is data, not a crash: keep it and move on
         log.error("condition %s failed: %s", condition.name, error)
