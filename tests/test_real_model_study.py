@@ -21,8 +21,8 @@ SECONDS_SCALE = ["trainer.max_steps=2", "trainer.permanent_steps=[2]", "objectiv
                  'verifier.members=[{"name": "m0", "checker": "clean", "corrupted": true}]']
 
 
-def _run(*args: str) -> str:
-    result = CliRunner().invoke(app, [*args, *(part for s in SECONDS_SCALE for part in ("--set", s))])
+def _run(*args: str, scale: list[str] = SECONDS_SCALE) -> str:
+    result = CliRunner().invoke(app, [*args, *(part for s in scale for part in ("--set", s))])
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -53,6 +53,55 @@ def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(proje
     assert all(o["n_replicates"] == 2 for o in outcomes if o["diff"] is not None)
     report = (project / "reports/report.md").read_text()
     assert "**Small n: 2 replicates**" in report and "budget" in report
+
+
+LEARNING_STUDY = STUDY_FILE.parents[1] / "smollm2_learning" / "study.yaml"
+_run_at = _run
+
+
+@pytest.mark.usefixtures("fresh_logging")
+def test_the_learning_studys_stages_run_robust_against_baseline_in_a_noisy_ensemble(project) -> None:
+    """pipelines/smollm2_learning's arms at seconds scale: the noisy three-member cell gives the training
+    verifier three independently flipped members under both methods, and the report declares
+    robust_vs_baseline with greedy accuracy beside every pass@1 row."""
+    study = yaml.safe_load(LEARNING_STUDY.read_text())
+    (project / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2,
+                                                                "small_n_reason": "budget: a seconds-scale test"}))
+    params = yaml.safe_load((project / "params.yaml").read_text())  # one member, as the study's params.yaml
+    params["verifier"]["members"] = [{"name": "m0", "checker": "clean", "corrupted": True}]
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    scale = [s for s in SECONDS_SCALE if not s.startswith("verifier.members=")]
+
+    def _run(*args: str) -> str:
+        return _run_at(*args, scale=scale)
+
+    _run("payoff", "--study", "study.yaml", "--prompts", "4", "--honest-samples", "1", "--out", "results/payoff.json",
+         "--allow-unpayable")
+    for seed in (0, 1):
+        _run("condition", "--method", "base", "--study", "study.yaml", "--cell", "blind", "--set", f"seed={seed}",
+             "--out", f"results/blind/base-s{seed}")
+        _run("condition", "--method", "baseline", "--study", "study.yaml", "--cell", "clean", "--set", f"seed={seed}",
+             "--out", f"results/reference/baseline-clean-s{seed}")
+        for cell, method in (("flip0.4", "baseline"), ("blind", "baseline"), ("noisy3", "baseline"), ("noisy3", "robust")):
+            _run("condition", "--method", method, "--study", "study.yaml", "--cell", cell, "--set", f"seed={seed}",
+                 "--payoff", "results/payoff.json", "--out", f"results/{cell}/{method}-s{seed}")
+    _run("report", "--study", "results", "--out", "reports")
+
+    run_config = yaml.safe_load((project / "cache/artifacts/runs/robust-noisy3-s0/config.yaml").read_text())
+    assert [m["name"] for m in run_config["verifier"]["members"]] == ["m0", "m1", "m2"]
+    assert all(m["corrupted"] and m["checker"] == "clean" for m in run_config["verifier"]["members"])
+    assert run_config["corruption"]["kwargs"] == {"fpr": 0.4, "fnr": 0.4}
+    outcomes = json.loads((project / "outcomes.json").read_text())
+    primary = [(o["name"], o["metric"]) for o in outcomes if not o["secondary"]]
+    assert primary == [("clean_gain", "pass_at_1"), ("flip_cost", "pass_at_1"), ("pattern_share_rises", "exploit_share"),
+                       ("blind_pass_at_1_falls", "pass_at_1"), ("robust_vs_baseline", "pass_at_1")]
+    robust = [o for o in outcomes if o["name"] == "robust_vs_baseline"]
+    assert [o["metric"] for o in robust] == ["pass_at_1", "pass_at_1_transfer", "greedy_accuracy"]
+    assert robust[0]["cell"] == "noisy3" and (robust[0]["a"], robust[0]["b"]) == ("robust", "baseline")
+    assert "±0.020" in robust[0]["equivalence"]  # the declared margin is read
+    assert "- robust_vs_baseline in noisy3, robust vs baseline, pass_at_1: " in (project / "reports/report.md").read_text()
+    greedy = {o["name"] for o in outcomes if o["metric"] == "greedy_accuracy"}
+    assert greedy == {"clean_gain", "flip_cost", "blind_pass_at_1_falls", "robust_vs_baseline"}
 
 
 @pytest.mark.usefixtures("fresh_logging")

@@ -17,6 +17,7 @@ STUDIES = sorted((REPO / "pipelines").glob("*/study.yaml"))
 
 YAML_READERS = {
     "config/study.py": "the study schema itself",
+    "config/pilots.py": "the pilots file (pilots.yaml: its grid and rule)",
     "config/loading.py": "params.yaml (the experiment config)",
     "report/conditions.py": "a study's params.yaml and dvc.lock (the warm start's recipe and hash)",
     "report/alarm_runs.py": "a study's params.yaml (the warm start's name)",
@@ -52,6 +53,8 @@ def test_no_module_but_the_schema_reads_a_study_file_as_yaml() -> None:
     ("methods: [base, baseline]\ncells: {k1: [clean]}\nbaseline_cells: [k9]\n", "baseline_cells: k9 not among cells"),
     ("cells: {k1: []}\n", "cells.k1 must be a non-empty list of checker names"),
     ("cells: {j: {fpr: 0.3}}\n", r"cells.j must be {fpr: P, fnr: P}"),
+    ("cells: {j: {fpr: 0.3, fnr: 0.3, members: 0}}\n", "cells.j.members must be a whole number of members, 1 or more"),
+    ("cells: {j: {fpr: 0.3, fnr: 0.3, member: 3}}\n", r"cells.j must be {fpr: P, fnr: P}"),
 ])
 def test_a_wrong_key_or_value_is_one_line_naming_the_file_and_field(tmp_path: Path, text: str, problem: str) -> None:
     study_file = tmp_path / "study.yaml"
@@ -76,3 +79,19 @@ def test_method_cells_keys_are_gathered_and_an_edit_is_read_again(tmp_path: Path
 def test_a_missing_study_file_names_the_option(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such study file"):
         load_study(tmp_path / "nowhere.yaml")
+
+
+def test_a_noisy_ensemble_cell_gives_each_of_its_members_its_own_flips(tmp_path: Path) -> None:
+    from hackable_rl.experiments.cells import cell_overrides, read_cell
+
+    study_file = tmp_path / "study.yaml"
+    study_file.write_text("methods: [base, baseline, robust]\ncells: {one: {fpr: 0.4, fnr: 0.4}, "
+                          "ens: {fpr: 0.4, fnr: 0.4, members: 3}}\nrobust_cells: [ens]\n"
+                          "reference: {cell: clean, members: [clean]}\n")
+    assert load_study(study_file).trained_arms() == 4  # baseline in both cells, robust in one, the reference
+    one, ens = read_cell(study_file, "one"), read_cell(study_file, "ens")
+    assert not any(text.startswith("verifier.members=") for text in cell_overrides(one))  # the params file's
+    members = [text for text in cell_overrides(ens) if text.startswith("verifier.members=")]
+    assert members == ['verifier.members=[{"name": "m0", "checker": "clean", "corrupted": true}, '
+                       '{"name": "m1", "checker": "clean", "corrupted": true}, '
+                       '{"name": "m2", "checker": "clean", "corrupted": true}]']

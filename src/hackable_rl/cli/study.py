@@ -25,8 +25,8 @@ def check_study(study: Path, config: Any = None) -> None:
     from hackable_rl.experiments.study import payoff_specs
 
     declared = load_study_declaration(study)
-    specs = payoff_specs(study)
-    trained = len(specs) + (1 if declared.reference is not None else 0)  # the clean reference
+    payoff_specs(study)  # the grid must be one the payoff stage can price
+    trained = declared.trained_arms() if declared.cells else len(payoff_specs(study))
     cost = study_cost(config, len(declared.seeds), trained) if config is not None else None
     if cost is not None and declared.budget_hours is not None and cost.hours > declared.budget_hours:
         fail(f"{study}: budget_hours {declared.budget_hours:g}: these settings need {cost.describe()}; "

@@ -56,6 +56,9 @@ class NoiseRates(_Part):
 
     fpr: float = Field(ge=0, le=1)
     fnr: float = Field(ge=0, le=1)
+    members: int | None = Field(default=None, ge=1)
+    """How many training-verifier members the cell has, each the clean checker corrupted at these rates on
+    its own stream (a noisy ensemble); null: the members the params file declares."""
 
 
 class ReferenceCell(_Part):
@@ -171,8 +174,13 @@ class StudyFile(_Part):
         for name, entry in cells.items():
             if isinstance(entry, dict):
                 values = [entry.get(key) for key in ("fpr", "fnr")]
-                if set(entry) != {"fpr", "fnr"} or not all(_is_probability(value) for value in values):
-                    raise ValueError(f"cells.{name} must be {{fpr: P, fnr: P}} with each P in [0, 1], got {entry}")
+                members = entry.get("members", 1)
+                if not {"fpr", "fnr"} <= set(entry) <= {"fpr", "fnr", "members"} or not all(
+                        _is_probability(value) for value in values):
+                    raise ValueError(f"cells.{name} must be {{fpr: P, fnr: P}} with each P in [0, 1] (and optionally "
+                                     f"members: N), got {entry}")
+                if isinstance(members, bool) or not isinstance(members, int) or members < 1:
+                    raise ValueError(f"cells.{name}.members must be a whole number of members, 1 or more, got {members!r}")
             elif not (isinstance(entry, list) and entry and all(isinstance(c, str) for c in entry)):
                 raise ValueError(f"cells.{name} must be a non-empty list of checker names or the members' noise, "
                                  "{fpr: 0.3, fnr: 0.1}")
@@ -197,6 +205,13 @@ class StudyFile(_Part):
         """The declared cells and the reference cell (last), by name."""
         reference = {self.reference.cell: self.reference.as_cell()} if self.reference else {}
         return dict(self.cells) | reference
+
+    def trained_arms(self) -> int:
+        """How many arms train per replicate: each trained method in each cell it runs in (its
+        `<method>_cells`, else every cell), plus the clean reference."""
+        cells = list(self.cells)
+        arms = sum(1 for method in self.trained_methods() for name in self.method_cells.get(method, cells))
+        return arms + (1 if self.reference is not None else 0)
 
     def trained_methods(self) -> list[str]:
         """`methods` without `base` (which trains nothing)."""

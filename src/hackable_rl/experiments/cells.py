@@ -33,7 +33,7 @@ from hackable_rl.config.study import NoiseRates, StudyFile, load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.verifiers.patterns import pattern_flaws
 
-__all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "variant_method", "study_cells", "cell_roles"]
+__all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "noisy_members", "variant_method", "study_cells", "cell_roles"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,9 @@ class NoiseCell:
     name: str
     fpr: float
     fnr: float
+    members: int | None = None
+    """How many members the cell gives the training verifier, each the clean checker flipped on its own
+    stream (a noisy ensemble); None: the params file's members."""
     exploited_flaw: None = None
     """No flaw: random noise has no exploit (the report has no exploit share to read)."""
 
@@ -101,7 +104,7 @@ def read_cell(study_file: Path, name: str) -> Cell | NoiseCell:
         raise UserError(f"{study_file}: --cell {name!r}: no such cell (cells: {', '.join(cells) or 'none'})")
     entry = cells[name]
     if isinstance(entry, NoiseRates):
-        return NoiseCell(name, float(entry.fpr), float(entry.fnr))
+        return NoiseCell(name, float(entry.fpr), float(entry.fnr), entry.members)
     rates = {flaw: (float(rho0), float(rho1)) for flaw, (rho0, rho1) in study.flaw_rates.items()}
     return Cell(name, tuple(entry), study.exploited_flaw, rates, _natural_flaws(study))
 
@@ -167,9 +170,16 @@ def cell_overrides(cell: Cell | NoiseCell) -> list[str]:
     checkers), or, for a noise cell, the asymmetric channel at the cell's fpr and fnr (the members as
     the params file declares them)."""
     if isinstance(cell, NoiseCell):
-        return ["corruption.channel=asymmetric", f"corruption.rate={cell.rate!r}",
+        ensemble = [] if cell.members is None else [f"verifier.members={json.dumps(noisy_members(cell.members))}"]
+        return [*ensemble, "corruption.channel=asymmetric", f"corruption.rate={cell.rate!r}",
                 f"corruption.kwargs={json.dumps({'fpr': cell.fpr, 'fnr': cell.fnr})}"]
     return [f"verifier.members={json.dumps(cell.members())}", "corruption.channel=none", "corruption.rate=0"]
+
+
+def noisy_members(count: int) -> list[dict[str, Any]]:
+    """`verifier.members` of a noisy ensemble: m0.. each the clean checker, each corrupted (on its own
+    stream: the channel hashes the member's name with the completion)."""
+    return [{"name": f"m{index}", "checker": "clean", "corrupted": True} for index in range(count)]
 
 
 def variant_method(overrides: list[str]) -> str | None:

@@ -65,6 +65,9 @@ class Outcome:
     affine: bool = False
     """A's optimised reward is a positive affine map of B's in this cell (`MethodSpec.affine_to`): the
     two train alike under Adam, so the comparison is listed but never tested."""
+    equivalence: str | None = None
+    """The equivalence test (TOST) against the study's margin, where the outcome declares one: `equivalent:
+    90% CI [...] inside ±m`, or why not (outcomes.json carries the key only then)."""
 
     @property
     def sign_p(self) -> float | None:
@@ -137,9 +140,10 @@ def paired_outcome(name: str, cell: str, a_label: str, b_label: str, a: Mapping[
     mean_b = policy_value(b, metric) if b else None
     if result is None or mean_a is None or mean_b is None:
         return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, None, None, None, target, None), None
+    equivalence = result.equivalence.describe() if result.equivalence is not None else None
     return Outcome(name, cell, a_label, b_label, metric, mean_a, mean_b, result.diff, result.ci_low, result.ci_high,
                    target, bool(met_rule(mean_a, mean_b, result)), result.seeds, result.per_seed,
-                   p_value=result.p_value), result
+                   p_value=result.p_value, equivalence=equivalence), result
 
 
 TRANSFER = "pass_at_1_transfer"
@@ -230,7 +234,15 @@ def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
-    return write_json(path, [asdict(outcome) | {"sign_p": outcome.sign_p} for outcome in with_holm(outcomes)])
+    return write_json(path, [_written(outcome) for outcome in with_holm(outcomes)])
+
+
+def _written(outcome: Outcome) -> dict:
+    """An outcome as outcomes.json holds it: its fields and the sign test; `equivalence` only where tested."""
+    fields = asdict(outcome) | {"sign_p": outcome.sign_p}
+    if fields["equivalence"] is None:
+        del fields["equivalence"]
+    return fields
 
 
 def fmt(value: float | None, signed: bool = False) -> str:

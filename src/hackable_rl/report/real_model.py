@@ -11,14 +11,20 @@ transferred one secondary):
     pattern_share_rises     blind-spot cell vs base: the flaw's pattern share, met at a ratio
                             mean_a / mean_b >= PATTERN_RATIO with ci_low > 0
     blind_pass_at_1_falls   blind-spot cell vs clean reference: pass@1, met at ci_high < 0
+    robust_vs_baseline      (a study with a noisy ensemble: a noise cell of several members) robust vs
+                            baseline in that cell: pass@1, two-sided, met at ci_low > 0, with the
+                            equivalence test at the study's margin
 
-then secondary: the noise and blind-spot cells against base (pass@1). A study declaring fewer than
+each pass@1 row followed by greedy accuracy on the same pair (secondary: GRPO can sharpen sampled
+pass@1 while the greedy answer moves otherwise); then secondary: the trained cells against base
+(pass@1), and the ensemble's baseline against the one-member noise cell. A study declaring fewer than
 the spec's replicates (`small_n_reason`) has the small n and its reason printed above the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study
@@ -45,42 +51,72 @@ __all__ = ["REPORT_KIND", "build_real_model_report", "real_model_outcomes"]
 REPORT_KIND = "real_model"
 
 
-def _cells_by_kind(study_file: Path) -> tuple[str, str | None, str | None]:
-    """(the clean reference's cell, the noise cell, the blind-spot cell) the study file declares."""
+@dataclass(frozen=True)
+class CellKinds:
+    """What each of a real-model study's cells is."""
+
+    reference: str
+    """The clean reference's cell."""
+    noise: str | None = None
+    """The first one-member noise cell (random flips)."""
+    blind: str | None = None
+    """The first blind-spot cell."""
+    ensemble: str | None = None
+    """The first noise cell of several members (a noisy ensemble), where robust meets baseline."""
+
+
+def _cells_by_kind(study_file: Path) -> CellKinds:
+    """The kinds of cell the study file declares (CellKinds)."""
     declared = load_study(study_file).reference
-    reference = declared.cell if declared else "clean"
-    noise = blind = None
+    kinds = {"reference": declared.cell if declared else "clean"}
     for name in study_cells(study_file):
-        if isinstance(read_cell(study_file, name), NoiseCell):
-            noise = noise or name
-        else:
-            blind = blind or name
-    return reference, noise, blind
+        cell = read_cell(study_file, name)
+        kind = "blind" if not isinstance(cell, NoiseCell) else "ensemble" if (cell.members or 1) > 1 else "noise"
+        kinds.setdefault(kind, name)
+    return CellKinds(**kinds)
 
 
-def real_model_outcomes(cells: Mapping[CellKey, dict[int, Path]], reference: str, noise: str | None,
-                        blind: str | None) -> list[Outcome]:
-    """The declared outcomes, then the secondary rows (each cell against base)."""
+def _with_greedy(name: str, cell: str, a_label: str, b_label: str, a: Mapping[int, Path], b: Mapping[int, Path],
+                 target: str, met_rule, margin: float | None = None) -> list[Outcome]:
+    """The pass@1 outcome under both judges, then greedy accuracy on the same pair (secondary)."""
+    judged = both_judges(name, cell, a_label, b_label, a, b, target, met_rule, margin)[0]
+    greedy_target = target.replace("pass@1", "greedy accuracy")
+    greedy = paired_outcome(name, cell, a_label, b_label, a, b, "greedy_accuracy", greedy_target, met_rule, margin)[0]
+    return [*judged, replace(greedy, secondary=True)]
+
+
+def real_model_outcomes(cells: Mapping[CellKey, dict[int, Path]], kinds: CellKinds,
+                        margin: float | None = None) -> list[Outcome]:
+    """The declared outcomes, then the secondary rows (each trained cell against base)."""
     method = reference_method()  # the method every cell trains (the extensions declare which)
     base = next((seeds for (_, name), seeds in cells.items() if name == BASE), {})
-    clean = cells.get((reference, method), {})
-    flipped = cells.get((noise, method), {}) if noise else {}
-    spotted = cells.get((blind, method), {}) if blind else {}
-    at_clean = f"{method}@{reference}"
+    clean = cells.get((kinds.reference, method), {})
+    trained = {kind: cells.get((cell, method), {}) if cell else {}
+               for kind, cell in (("noise", kinds.noise), ("blind", kinds.blind), ("ensemble", kinds.ensemble))}
+    at_clean = f"{method}@{kinds.reference}"
     above, below = (lambda a, b, p: p.above_zero), (lambda a, b, p: p.below_zero)
     outcomes = [
-        *both_judges("clean_gain", reference, method, BASE, clean, base, "pass@1 above base, ci_low > 0", above)[0],
-        *both_judges("flip_cost", noise or "-", method, at_clean, flipped, clean,
-                     "pass@1 below the clean reference, ci_high < 0", below)[0],
-        paired_outcome("pattern_share_rises", blind or "-", method, BASE, spotted, base, "exploit_share",
+        *_with_greedy("clean_gain", kinds.reference, method, BASE, clean, base, "pass@1 above base, ci_low > 0", above),
+        *_with_greedy("flip_cost", kinds.noise or "-", method, at_clean, trained["noise"], clean,
+                      "pass@1 below the clean reference, ci_high < 0", below),
+        paired_outcome("pattern_share_rises", kinds.blind or "-", method, BASE, trained["blind"], base, "exploit_share",
                        f"pattern share >= {PATTERN_RATIO:g}x base's and ci_low > 0",
                        lambda a, b, p: b > 0 and a >= PATTERN_RATIO * b and p.above_zero)[0],
-        *both_judges("blind_pass_at_1_falls", blind or "-", method, at_clean, spotted, clean,
-                     "pass@1 below the clean reference, ci_high < 0", below)[0],
+        *_with_greedy("blind_pass_at_1_falls", kinds.blind or "-", method, at_clean, trained["blind"], clean,
+                      "pass@1 below the clean reference, ci_high < 0", below),
     ]
-    for name, cell, trained in (("flip_vs_base", noise, flipped), ("blind_vs_base", blind, spotted)):
+    if kinds.ensemble:
+        robust = cells.get((kinds.ensemble, "robust"), {})
+        outcomes += _with_greedy("robust_vs_baseline", kinds.ensemble, "robust", method, robust, trained["ensemble"],
+                                 "pass@1 above baseline's in the noisy ensemble, ci_low > 0", above, margin)
+    for name, kind in (("flip_vs_base", "noise"), ("blind_vs_base", "blind"), ("ensemble_vs_base", "ensemble")):
+        cell = getattr(kinds, kind)
         if cell:
-            outcomes += both_judges(name, cell, method, BASE, trained, base, "pass@1 above base, ci_low > 0", above)[0]
+            outcomes += both_judges(name, cell, method, BASE, trained[kind], base, "pass@1 above base, ci_low > 0", above)[0]
+    if kinds.ensemble and kinds.noise:
+        outcomes += both_judges("ensemble_vs_one_member", kinds.ensemble, method, f"{method}@{kinds.noise}",
+                                trained["ensemble"], trained["noise"], "pass@1 differs, two-sided",
+                                lambda a, b, p: p.above_zero or p.below_zero)[0]
     return outcomes
 
 
@@ -93,6 +129,15 @@ def _noise_gap_lines(noise: str | None) -> list[str]:
         return []
     return ["", f"The hacking gap of cell {noise} restates its accuracy under random flips (a wrong answer is paid "
                 "at the flip rate whatever the policy does): it is not read as hacking."]
+
+
+def _equivalence_lines(outcomes: list[Outcome]) -> list[str]:
+    """The equivalence readings (TOST against the study's margin) of the outcomes that declare one."""
+    tested = [o for o in outcomes if o.equivalence is not None]
+    if not tested:
+        return []
+    return ["", "Equivalence (TOST against the declared margin; \"equivalent\" only when the 90% interval lies "
+                "inside it):", "", *(f"- {o.name} in {o.cell}, {o.a} vs {o.b}, {o.metric}: {o.equivalence}" for o in tested)]
 
 
 def _small_n_lines(study_file: Path) -> list[str]:
@@ -112,15 +157,15 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
     table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
-    reference, noise, blind = _cells_by_kind(study_file)
-    family = load_study(study_file).family or None
-    outcomes = labelled(in_declared_family(real_model_outcomes(cells, reference, noise, blind), family),
-                        interval_label(study_dir))
+    kinds = _cells_by_kind(study_file)
+    study = load_study(study_file)
+    outcomes = labelled(in_declared_family(real_model_outcomes(cells, kinds, study.equivalence_margin),
+                                           study.family or None), interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
-    patterns = (load_study(study_file).exploited_flaw,) if blind else ()
+    patterns = (study.exploited_flaw,) if kinds.blind else ()
     lines = [f"# {title}", "", machines_line(study_dir), "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
-             *outcomes_markdown(outcomes, []), *_noise_gap_lines(noise), "",
+             *outcomes_markdown(outcomes, []), *_equivalence_lines(outcomes), *_noise_gap_lines(kinds.noise), "",
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
     report = out_dir / "report.md"
