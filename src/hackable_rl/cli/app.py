@@ -384,4 +384,5 @@ def report(
 # The study commands: the payoff table (and the arms identical by construction), one study condition.
 app.command()(cli_study.payoff)
 app.command()(cli_study.condition)
+app.command()(cli_study.pilots)
 app.command("alarm-bench")(alarm_bench)

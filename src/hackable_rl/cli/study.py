@@ -120,3 +120,34 @@ def condition(
         typer.echo(f"condition {name}: ok, pass@1 {record['eval'].get('pass_at_1')}, gap {record['eval'].get('hacking_gap')}")
     else:
         typer.secho(f"condition {name}: FAILED ({record['error']}); recorded in {out}", err=True, fg=typer.colors.RED)
+
+
+def pilots(
+    pilots_file: Annotated[Path, typer.Option("--pilots", help="The pilots file (its grid, seeds and rule).")],
+    folder: Annotated[Path, typer.Option("--folder", help="Where the pilots' condition folders are.")] = Path("pilots"),
+    out: Annotated[Path, typer.Option("--out", help="Where summary.csv and curves.png go.")] = Path("reports/pilots"),
+) -> None:
+    """The pilots' learning curves on validation (gain over the warm start at each checkpoint, greedy,
+    training correctness, entropy, cost) and the pilots file's rule applied to them."""
+    from hackable_rl.config.pilots import load_pilots
+    from hackable_rl.report.pilots import write_pilot_summary
+
+    declared = load_pilots(pilots_file)
+    check_output_path(out, "--out", folder=True)
+    points, choice, confirm = write_pilot_summary(declared, folder, out)
+    for point in [*points, *confirm]:
+        typer.echo(f"{point.setting} s{point.seed} step {point.step}: pass@1 {point.pass_at_1:.3f}, gain "
+                   f"{point.gain:+.3f} ± {point.gain_se:.3f}, greedy {_signed(point.greedy_change)}"
+                   f"{'' if point.greedy_se is None else f' ± {point.greedy_se:.3f}'}, "
+                   f"{point.seconds_per_step:.1f} s a step")
+    pending = [f"{s}-s{seed}" for s in declared.grid for seed in declared.pilot_seeds
+               if not (folder / f"{s}-s{seed}" / "condition.json").is_file()]
+    typer.echo(f"rule: waiting for {', '.join(pending)}" if pending else f"rule: {choice.describe()}")
+    if declared.chosen is not None and choice.point is not None and declared.chosen != choice.point.setting:
+        typer.secho(f"note: {pilots_file} declares chosen: {declared.chosen}, the rule chooses {choice.point.setting}",
+                    err=True, fg=typer.colors.YELLOW)
+    typer.echo(f"written to {out / 'summary.csv'}")
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"

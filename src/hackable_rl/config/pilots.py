@@ -12,6 +12,8 @@ pilot and refuses a setting outside the grid, naming it.
     pilot_seeds: [0]
     confirm_seeds: [1]
     rule: "the cheapest setting whose ..."    # the selection rule, in words
+    target_gain: 0.10                         # its numbers, as `hackable-rl pilots` applies them
+    fallback_gain: 0.06
     chosen: null                              # the setting the rule chose, once the seed-0 pilots ran
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hackable_rl.config.loading import describe_problem, parse_override, read_yaml
 from hackable_rl.core.errors import ConfigError, UserError
@@ -47,6 +49,10 @@ class PilotsFile(BaseModel):
     """The further replicates the chosen setting runs on, once chosen."""
     rule: str
     """The selection rule, in words, fixed before any pilot ran."""
+    target_gain: float = Field(gt=0, lt=1)
+    """The rule's validation pass@1 gain over the warm start (`hackable-rl pilots` applies it)."""
+    fallback_gain: float = Field(gt=0, lt=1)
+    """The gain the rule falls back to when no checkpoint reaches `target_gain` (at most target_gain)."""
     chosen: str | None = None
     """The setting the rule chose from the pilots on `pilot_seeds` (null until they have run)."""
 
@@ -66,6 +72,8 @@ class PilotsFile(BaseModel):
                     raise ValueError(f"{name}: {text!r}: pilots tune on validation, never on {value!r}")
         if f"{_SPLIT_KEY}=validation" not in [text.replace(" ", "") for text in self.shared]:
             raise ValueError(f"shared: must hold {_SPLIT_KEY}=validation (pilots tune on validation)")
+        if self.fallback_gain > self.target_gain:
+            raise ValueError(f"fallback_gain: {self.fallback_gain} exceeds target_gain {self.target_gain}")
         if not self.rule.strip():
             raise ValueError("rule: write the selection rule before any pilot runs")
         return self

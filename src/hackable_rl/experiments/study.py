@@ -51,6 +51,7 @@ from hackable_rl.experiments.exploits import (
     training_curve,
 )
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
+from hackable_rl.models.sources import warm_start_fingerprint
 from hackable_rl.pricing.identities import Identity, affine_arms, identical_arms
 from hackable_rl.pricing.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
 from hackable_rl.scoring.extensions import check_config
@@ -242,6 +243,7 @@ def run_condition(
     try:
         cfg = condition_config(config, condition)  # a method that refuses this cell is recorded as failed
         record["run_name"] = cfg.run_name
+        record["warm_start"] = warm_start_fingerprint(cfg)  # which policy, by content, the condition began from
         record |= _run_base(cfg) if method == "base" else _run_trained(cfg, resume)
         _write_outcomes(cfg, condition, record, out_dir, getattr(cell, "patterns", ()))
         if method != "base" and cfg.evaluation.checkpoint_steps:

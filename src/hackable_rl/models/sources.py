@@ -132,3 +132,26 @@ def download_hub_snapshot(source: PolicySource) -> Path:
             "model.source %s: no model.revision pinned; loaded %s", source.location, Path(folder).name
         )
     return Path(folder)
+
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.gguf")
+"""The files whose bytes are a policy's weights (its config and tokenizer files are named by the recipe)."""
+
+
+def warm_start_fingerprint(config: ExperimentConfig) -> dict[str, str] | None:
+    """The policy a run starts from, by content: `{"folder": <name under the cache>, "sha256": <hash of its
+    weight files, in name order>}`, or None where the cache holds no weights for it (a hub model or a GGUF
+    loaded in place). A resume compares it, and condition.json records it."""
+    import hashlib
+
+    folder = policy_dir(config)
+    files = sorted({path for pattern in WEIGHT_PATTERNS for path in folder.glob(pattern) if path.is_file()})
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return {"folder": folder.name, "sha256": digest.hexdigest()}

@@ -22,6 +22,7 @@ from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json, write_json
 from hackable_rl.core.run_lock import LOCK_NAME
+from hackable_rl.models.sources import warm_start_fingerprint
 from hackable_rl.tracking import Tracker
 from hackable_rl.training.checkpoints import last_resumable, permanent_folders, resume_dir
 from hackable_rl.training.resume_guard import ResumeChanges, change_record, change_tag, check_resume_config
@@ -98,6 +99,7 @@ def open_run_dir(
         info = checked_run_info(run_dir)
         permanent_folders(run_dir)  # a stray folder there is refused before anything moves
         changes = check_resume_config(run_dir, config, allow_change)
+        check_same_warm_start(run_dir, info, config)
         if info.get("status") == "finished" and info.get("final_step", 0) >= config.trainer.max_steps:
             # the Trainer, resumed at its last step, would train one step past max_steps
             raise UserError(f"{run_dir}: finished at step {info['final_step']} of {config.trainer.max_steps}; "
@@ -162,10 +164,28 @@ def create_run_dir(run_dir: Path, config: ExperimentConfig) -> dict[str, Any]:
     """Creates the folder and marks it at once (run.json, config.yaml), so that a run killed while
     loading the model still leaves a folder `--overwrite` may delete and `--resume` may check."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    info = {**CREATED_BY, "run_name": config.run_name, "kind": "train", "status": "starting"}
+    info = {**CREATED_BY, "run_name": config.run_name, "kind": "train", "status": "starting",
+            "warm_start": warm_start_fingerprint(config)}
     write_json(run_dir / "run.json", info)
     write_config(run_dir / "config.yaml", config)
     return info
+
+
+def check_same_warm_start(run_dir: Path, info: dict[str, Any], config: ExperimentConfig) -> None:
+    """Refuses a resume whose warm start differs, by content, from the one the run began on (a warm start
+    made again on another machine, or from another recipe): its steps would continue another policy.
+    A run folder from before the record has nothing to compare."""
+    if "warm_start" not in info:
+        return
+    now = warm_start_fingerprint(config)
+    if now != info["warm_start"]:
+        raise UserError(f"{run_dir / 'run.json'}: warm start: was {_described(info['warm_start'])}, now "
+                        f"{_described(now)}; --resume auto continues a run only from the warm start it began on "
+                        "(restore it, or start again with --overwrite)")
+
+
+def _described(fingerprint: dict[str, str] | None) -> str:
+    return "none" if fingerprint is None else f"{fingerprint['folder']} sha256 {fingerprint['sha256'][:12]}"
 
 
 def write_config(path: Path, config: ExperimentConfig) -> None:
