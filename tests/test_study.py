@@ -113,6 +113,31 @@ def test_the_real_model_study_plants_nothing_and_fits_its_declared_budget() -> N
         assert len(members) == 1 and _flawed(members[0]), cell
 
 
+def test_the_learning_study_gives_both_methods_the_same_noisy_members_and_fits_its_budget() -> None:
+    """smollm2_learning: the same recipe as the 20-step study but for its budget; the noisy ensemble's
+    three members are each flipped (none is ever right by construction), the same under baseline and
+    robust; its estimate fits budget_hours."""
+    from hackable_rl.config.study import load_study_declaration
+    from hackable_rl.experiments.budget import study_cost
+
+    folder = ROOT / "pipelines" / "smollm2_learning"
+    study_file = folder / "study.yaml"
+    cfg = load_resolved(folder / "params.yaml")
+    old = load_resolved(ROOT / "pipelines" / "smollm2_study" / "params.yaml")
+    for section in ("data", "model", "warmstart", "generation", "objective", "rewards", "verifier"):
+        assert getattr(cfg, section) == getattr(old, section), section  # the same warm starts and members
+    declared = load_study_declaration(study_file)
+    assert declared.primary_replicates == len(declared.seeds) == 5 and "robust_vs_baseline" in declared.family
+    cost = study_cost(cfg, len(declared.seeds), declared.trained_arms())
+    assert cost is not None and cost.hours <= declared.budget_hours
+    ensemble = {method: load_resolved(folder / "params.yaml", study.study_condition(study_file, method, "noisy3")[0])
+                for method in ("baseline", "robust")}
+    assert ensemble["baseline"].verifier.members == ensemble["robust"].verifier.members
+    assert len(ensemble["robust"].verifier.members) == 3 and ensemble["robust"].method == "robust"
+    assert all(m.corrupted for m in ensemble["robust"].verifier.members)
+    assert ensemble["robust"].corruption.channel == "asymmetric" and ensemble["robust"].corruption.rate == 0.4
+
+
 def test_j_sweep_grid_has_equal_j_pairs_a_negative_j_cell_and_its_controls() -> None:
     folder = ROOT / "pipelines" / "corruption_sweep"
     study_file = folder / "study.yaml"
@@ -233,3 +258,16 @@ def test_a_cell_the_method_refuses_is_recorded_by_the_condition_command(tmp_path
     assert result.exit_code == 0, result.output
     record = condition_files.read_condition(out / "condition.json")
     assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"]
+
+
+def test_a_study_whose_estimate_exceeds_its_budget_is_refused_with_the_estimate_and_its_parts() -> None:
+    from typer.testing import CliRunner
+
+    from hackable_rl.cli import app
+
+    folder = ROOT / "pipelines" / "smollm2_learning"
+    result = CliRunner().invoke(app, ["validate", "--config", str(folder / "params.yaml"), "--study",
+                                      str(folder / "study.yaml"), "--set", "trainer.max_steps=2000"])
+    assert result.exit_code == 2
+    assert "budget_hours 10: these settings need about" in result.output
+    assert all(part in result.output for part in ("warm starts", "trainings", "evaluations"))
