@@ -130,3 +130,45 @@ def test_the_real_model_study_pipeline_stages_at_smoke_settings(tmp_path):
                                                                     "blind_pass_at_1_falls"]
     conditions = [json.loads(p.read_text()) for p in (tmp_path / "results").rglob("condition.json")]
     assert len(conditions) == 8 and all(c["status"] == "ok" for c in conditions), [c.get("error") for c in conditions]
+
+
+def test_the_learning_studys_pilots_and_noisy_ensemble_at_smoke_settings(tmp_path):
+    """pipelines/smollm2_learning on SmolLM2 at smoke settings, each stage as its dvc.yaml calls it: a pilot
+    (the warm start's base and one grid setting evaluated at two checkpoints on validation), the pilots'
+    summary, and the noisy three-member cell under baseline and robust."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "pipelines" / "smollm2_learning"
+    for name in ("params.yaml", "study.yaml", "pilots.yaml"):
+        shutil.copy(folder / name, tmp_path / name)
+    curve = ["trainer.permanent_steps=[1]", "evaluation.checkpoint_steps=[1, 2]"]
+    smoke = [part for setting in [*SMOKE, *curve] for part in ("--set", setting)]
+
+    def run(*args: str) -> str:
+        result = subprocess.run([sys.executable, "-m", "hackable_rl", *args, *smoke], cwd=tmp_path,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+    run("prepare", "--config", "params.yaml")
+    run("warmstart", "--config", "params.yaml", "--set", "seed=0", "--metrics-dir", "metrics/warmstart/s0")
+    pilot = ["--config", "params.yaml", "--pilots", "pilots.yaml", "--set", "seed=0"]
+    run("condition", "--method", "base", *pilot, "--out", "pilots/base-s0")
+    run("condition", "--method", "baseline", *pilot, "--setting", "lr1e-3", "--out", "pilots/lr1e-3-s0")
+    record = json.loads((tmp_path / "pilots" / "lr1e-3-s0" / "condition.json").read_text())
+    assert record["status"] == "ok" and record["eval"]["split"] == "validation", record.get("error")
+    assert [row["step"] for row in record["checkpoints"]] == [1, 2]
+    assert record["warm_start"]["folder"] == "smollm2-135m-instruct-w0"
+    summary = subprocess.run([sys.executable, "-m", "hackable_rl", "pilots", "--pilots", "pilots.yaml"], cwd=tmp_path,
+                             capture_output=True, text=True)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    assert "lr1e-3 s0 step 2" in summary.stdout and "rule: waiting for" in summary.stdout
+    for method in ("baseline", "robust"):
+        run("condition", "--method", method, "--config", "params.yaml", "--study", "study.yaml", "--cell", "noisy3",
+            "--set", "seed=0", "--out", f"results/noisy3/{method}-s0")
+        record = json.loads((tmp_path / "results" / "noisy3" / f"{method}-s0" / "condition.json").read_text())
+        assert record["status"] == "ok", record.get("error")
+        assert record["condition"]["method"] == method and record["eval"]["disagreement"] is not None
