@@ -101,15 +101,35 @@ def test_the_committed_payoff_stages_found_the_declared_twins(study: str, found:
     ("corruption_sweep", {(cell, "corrected", "baseline") for cell in ("fp0.2-fn0.2", "fp0.3-fn0.1", "fp0.1-fn0.3",
                                                                        "fp0.4-fn0.4")}),
 ])
-def test_the_committed_studies_twins_are_out_of_their_families(study: str, twins: set) -> None:
+def test_the_committed_studies_keep_their_twins_in_the_declared_family_and_drop_them_in_the_amended_one(
+        study: str, twins: set) -> None:
+    """Each of these studies adopted the affine-twin rule after its data (a dated deviation in study.yaml):
+    its declared family still tests the twins, and the amended family beside it leaves them out."""
+    from hackable_rl.config.study import load_study
     from hackable_rl.experiments.study import affine_twins
 
     folder = REPO / "pipelines" / study
     assert affine_twins(folder / "study.yaml", folder / "params.yaml") == twins
+    assert [d.change for d in load_study(folder / "study.yaml").deviations] == ["affine_twins_out_of_holm"]
     rows = json.loads((folder / "metrics" / "outcomes.json").read_text())
     for row in rows:
-        if (row["cell"], row["a"], row["b"]) in twins:
-            assert row["affine"] and row["p_holm"] is None, row
+        if (row["cell"], row["a"], row["b"]) in twins and not row["secondary"]:
+            assert row["affine"] and row["affine_after_data"] and row["p_holm"] is not None, row
+            assert row["p_holm_amended"] is None and row["met_after_holm_amended"] is None, row
+    in_amended = [row for row in rows if row["p_holm_amended"] is not None]
+    assert in_amended and all((row["cell"], row["a"], row["b"]) not in twins for row in in_amended)
+    report = (folder / "reports" / "report.md").read_text()
+    assert "**Deviation, after the data** (study.yaml `deviations`: affine_twins_out_of_holm)" in report
+
+
+def test_the_declared_family_leads_and_the_amended_one_stands_beside() -> None:
+    """The J sweep's two verdicts that rest on the family: as declared (twins tested) not detected, as
+    amended after the data (twins out) detected, both written."""
+    rows = json.loads((REPO / "pipelines" / "corruption_sweep" / "metrics" / "outcomes.json").read_text())
+    by_cell = {row["cell"]: row for row in rows if row["name"] == "learning_gain" and row["metric"] == "pass_at_1"}
+    for cell in ("fp0.4-fn0.4", "fp0.5-fn0.5"):
+        assert by_cell[cell]["met_after_holm"] is False and by_cell[cell]["met_after_holm_amended"] is True
+        assert by_cell[cell]["p_holm"] > 0.05 > by_cell[cell]["p_holm_amended"]
 
 
 @pytest.mark.parametrize("study", sorted(p.parent.parent.name for p in (REPO / "pipelines").glob("*/metrics/outcomes.json")))

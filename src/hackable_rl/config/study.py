@@ -14,6 +14,7 @@ declarations a study must make before it runs (its replicates, primary outcomes 
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import hashlib
 from functools import lru_cache
@@ -33,7 +34,7 @@ from pydantic import (
 from hackable_rl.config.loading import describe_problem, read_yaml
 from hackable_rl.core.errors import UserError
 
-__all__ = ["MIN_PRIMARY_REPLICATES", "REPORT_KINDS", "AlarmSplit", "HackingDefinition", "NoiseRates", "ReferenceCell",
+__all__ = ["MIN_PRIMARY_REPLICATES", "REPORT_KINDS", "AlarmSplit", "Deviation", "HackingDefinition", "NoiseRates", "ReferenceCell",
            "StudyDeclaration", "StudyFile", "load_study", "load_study_declaration"]
 
 MIN_PRIMARY_REPLICATES = 5
@@ -100,6 +101,26 @@ class AlarmSplit(_Part):
     """The seeds of the tune split (every other seed is held out)."""
 
 
+class Deviation(_Part):
+    """A change to a study's declared analysis made after its data were seen: recorded with its date and
+    reason, its verdicts shown beside the declared ones, never in their place."""
+
+    date: datetime.date
+    """When the change was made (YYYY-MM-DD)."""
+    change: Literal["affine_twins_out_of_holm"]
+    """What changed. `affine_twins_out_of_holm`: comparisons of an arm with its affine twin (its reward a
+    positive affine map of the other's) leave the Holm family; the declared family keeps them."""
+    reason: str = Field(min_length=1)
+    """Why, in words."""
+
+    @field_validator("reason")
+    @classmethod
+    def _said(cls, reason: str) -> str:
+        if not reason.strip():
+            raise ValueError("say why the analysis changed")
+        return reason
+
+
 class StudyFile(_Part):
     """A study file. The grid is one of: `cells` (blind spots, member lists; or J-sweep noise) or
     `rates` x `flaws` (a rate grid); `methods` run in every cell unless `<method>_cells` lists theirs."""
@@ -151,6 +172,9 @@ class StudyFile(_Part):
     """Which runs hacked, for the alarm benchmark."""
     alarm_split: AlarmSplit = AlarmSplit()
     """The alarm benchmark's tune and held-out replicates."""
+    deviations: list[Deviation] = []
+    """Changes to the declared analysis made after the data (each dated, with its reason): the report
+    leads with the declared analysis and shows each deviation's verdicts beside it, labelled."""
 
     @model_validator(mode="before")
     @classmethod

@@ -65,6 +65,14 @@ class Outcome:
     affine: bool = False
     """A's optimised reward is a positive affine map of B's in this cell (`MethodSpec.affine_to`): the
     two train alike under Adam, so the comparison is listed but never tested."""
+    affine_after_data: bool = False
+    """`affine`, and the study file records taking affine twins out of Holm as a deviation made after
+    its data (`deviations`): the declared family keeps this comparison, and the amended family (without
+    it) stands beside, labelled."""
+    p_holm_amended: float | None = None
+    """Holm's p in the amended family (a study with an after-data deviation only; None outside it)."""
+    met_after_holm_amended: bool | None = None
+    """The verdict after Holm in the amended family (as `p_holm_amended`)."""
     equivalence: str | None = None
     """The equivalence test (TOST) against the study's margin, where the outcome declares one: `equivalent:
     90% CI [...] inside ±m`, or why not (outcomes.json carries the key only then)."""
@@ -78,15 +86,21 @@ class Outcome:
     @property
     def identical(self) -> bool:
         """A and B trained alike by construction: every per-seed difference exactly 0, or A's reward an
-        affine map of B's (`affine`). Listed, never tested."""
-        return self.affine or (bool(self.per_replicate) and all(value == 0 for value in self.per_replicate))
+        affine map of B's (`affine`) where the study declared that before its data. Listed, never tested."""
+        untested_twin = self.affine and not self.affine_after_data
+        return untested_twin or (bool(self.per_replicate) and all(value == 0 for value in self.per_replicate))
 
     @property
     def in_family(self) -> bool:
-        """Adjusted with the others: a target that asks for a detected difference (not equivalence),
-        between arms that are not identical."""
+        """Adjusted with the others in the declared family: a target that asks for a detected difference
+        (not equivalence), between arms that are not identical."""
         return (self.p_value is not None and not self.target.startswith("equivalent") and not self.identical
                 and not self.secondary)
+
+    @property
+    def in_amended_family(self) -> bool:
+        """In the family an after-data deviation leaves: the declared one without the affine twins."""
+        return self.in_family and not self.affine
 
     @property
     def comparison(self) -> tuple[str, str, str, str]:
@@ -199,18 +213,27 @@ def with_affine_twins(outcomes: list[Outcome], study_dir: Path) -> list[Outcome]
     """The outcomes, those comparing an arm with its affine twin in a cell marked `affine` (either way
     round): twins its method declares (`experiments.study.affine_twins`, built from the study file and
     the params.yaml beside the results folder) and twins the payoff stage found on the priced rewards
-    (`affine_arms.json` in the results folder, `pricing.identities.affine_arms`), where each exists."""
+    (`affine_arms.json` in the results folder, `pricing.identities.affine_arms`), where each exists.
+    Where the study file records the rule as a deviation made after its data (`deviations`), the twins
+    are also marked `affine_after_data`: tested in the declared family, dropped only in the amended one."""
     from hackable_rl.experiments.study import affine_twins
 
     folder = Path(study_dir).resolve().parent
     twins: set[tuple[str, str, str]] = set()
+    after_data = False
     if (folder / "params.yaml").is_file() and (folder / STUDY_FILE).is_file():
         twins = affine_twins(folder / STUDY_FILE, folder / "params.yaml")
+        after_data = AFFINE_DEVIATION in {d.change for d in load_study(folder / STUDY_FILE).deviations}
     found = Path(study_dir) / "affine_arms.json"
     if found.is_file():
         twins |= _found_twins(found)
     pairs = twins | {(cell, twin, method) for cell, method, twin in twins}
-    return [replace(o, affine=True) if (o.cell, o.a, o.b) in pairs else o for o in outcomes]
+    return [replace(o, affine=True, affine_after_data=after_data) if (o.cell, o.a, o.b) in pairs else o
+            for o in outcomes]
+
+
+AFFINE_DEVIATION = "affine_twins_out_of_holm"
+"""The deviation (study.yaml `deviations[].change`) that took affine twins out of Holm after the data."""
 
 
 def _found_twins(path: Path) -> set[tuple[str, str, str]]:
@@ -223,25 +246,48 @@ def _found_twins(path: Path) -> set[tuple[str, str, str]]:
                         "(`hackable-rl payoff --affine-out` writes it); rerun the payoff stage") from None
 
 
-def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
-    """The outcomes with Holm-adjusted p-values over the study's family (`Outcome.in_family`)."""
-    tested = {o.comparison: o.p_value for o in outcomes if o.in_family}  # a comparison restated counts once
+def _holm_in(outcomes: list[Outcome], member: Callable[[Outcome], bool]) -> list[tuple[float | None, bool | None]]:
+    """(Holm's p, the verdict after Holm) of each outcome within the family `member` picks."""
+    tested = {o.comparison: o.p_value for o in outcomes if member(o)}  # a comparison restated counts once
     adjusted = holm(tested)
-    return [replace(o, p_holm=adjusted[o.comparison], met_after_holm=None if o.met is None
-                    else o.met and adjusted[o.comparison] < 0.05)
-            if o.in_family else replace(o, met_after_holm=None if o.identical or o.secondary else o.met)
+    return [(adjusted[o.comparison], None if o.met is None else o.met and adjusted[o.comparison] < 0.05)
+            if member(o) else (None, None if o.identical or o.secondary else o.met)
             for o in outcomes]  # a secondary row is not adjusted: it has no verdict after Holm to copy
 
 
+def with_holm(outcomes: list[Outcome]) -> list[Outcome]:
+    """The outcomes with Holm-adjusted p-values over the study's declared family (`Outcome.in_family`)
+    and, where an after-data deviation applies, over the amended family beside (`in_amended_family`)."""
+    declared = [replace(o, p_holm=p, met_after_holm=met)
+                for o, (p, met) in zip(outcomes, _holm_in(outcomes, lambda o: o.in_family), strict=True)]
+    if not has_deviation(outcomes):
+        return declared
+    amended = _holm_in(outcomes, lambda o: o.in_amended_family)
+    return [replace(o, p_holm_amended=p, met_after_holm_amended=met if not o.affine else None)
+            for o, (p, met) in zip(declared, amended, strict=True)]
+
+
+def has_deviation(outcomes: list[Outcome]) -> bool:
+    """Whether an after-data deviation (affine twins out of Holm) applies to these outcomes."""
+    return any(o.affine_after_data for o in outcomes)
+
+
 def write_outcomes(path: Path, outcomes: list[Outcome]) -> Path:
-    return write_json(path, [_written(outcome) for outcome in with_holm(outcomes)])
+    deviation = has_deviation(outcomes)
+    return write_json(path, [_written(outcome, deviation) for outcome in with_holm(outcomes)])
 
 
-def _written(outcome: Outcome) -> dict:
-    """An outcome as outcomes.json holds it: its fields and the sign test; `equivalence` only where tested."""
+_DEVIATION_FIELDS = ("affine_after_data", "p_holm_amended", "met_after_holm_amended")
+
+
+def _written(outcome: Outcome, deviation: bool) -> dict:
+    """An outcome as outcomes.json holds it: its fields and the sign test; `equivalence` only where tested,
+    the amended family's fields only in a study with an after-data deviation."""
     fields = asdict(outcome) | {"sign_p": outcome.sign_p}
     if fields["equivalence"] is None:
         del fields["equivalence"]
+    for name in () if deviation else _DEVIATION_FIELDS:
+        del fields[name]
     return fields
 
 
@@ -252,13 +298,19 @@ def fmt(value: float | None, signed: bool = False) -> str:
 
 
 def _verdict(outcome: Outcome) -> str:
-    if outcome.affine:
+    if outcome.affine and not outcome.affine_after_data:
         return f"affine to {outcome.b} by construction (not tested)"
+    if outcome.affine:
+        return f"{_raw(outcome)} (an affine twin: out of the amended family only)"
     if outcome.identical:
         return "identical by construction (not tested)"
     if outcome.secondary and outcome.met is not None:
         return f"{'met' if outcome.met else 'not met'} (secondary: not in the Holm family)"
-    return {True: "met", False: "not met", None: "undefined"}[outcome.met]
+    return _raw(outcome)
+
+
+def _raw(outcome: Outcome) -> str:
+    return _verdict_text(outcome.met)
 
 
 def outcomes_table(outcomes: list[Outcome]) -> list[str]:
@@ -274,7 +326,7 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} | "
                      f"{_p(o.sign_p)} |")
     identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical and not o.affine})
-    affine = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.affine})
+    affine = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.affine and not o.affine_after_data})
     family = sorted({o.name for o in outcomes if not o.secondary})
     tested = len({o.comparison for o in outcomes if o.in_family})
     return lines + ["", f"Holm's family is the declared one ({', '.join(family)}): the correction adjusts the p-values of "
@@ -288,7 +340,31 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
                         f"{'; '.join(identical)}."] if identical else []),
                     *(["", f"Affine by construction (A's reward a positive affine map of B's on every completion, "
                         f"so GRPO's centring and Adam's scaling train them alike; listed, never tested, out of "
-                        f"Holm's family): {'; '.join(affine)}. {_with_affine_tested(outcomes)}"] if affine else [])]
+                        f"Holm's family): {'; '.join(affine)}. {_with_affine_tested(outcomes)}"] if affine else []),
+                    *_deviation_lines(outcomes)]
+
+
+def _deviation_lines(outcomes: list[Outcome]) -> list[str]:
+    """The amended family beside the declared one: which twins it drops, and which verdicts it changes."""
+    if not has_deviation(outcomes):
+        return []
+    twins = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.affine_after_data})
+    adjusted = with_holm(outcomes)
+    changed = [f"{o.name} ({o.cell}, {o.a} - {o.b}, {o.metric}): {_after(o)} -> "
+               f"{_verdict_text(o.met_after_holm_amended)}, p (Holm) {_p(o.p_holm)} -> {_p(o.p_holm_amended)}"
+               for o in adjusted if o.in_amended_family and o.met_after_holm != o.met_after_holm_amended]
+    tested = len({o.comparison for o in outcomes if o.in_amended_family})
+    return ["", f"**Deviation, after the data** (study.yaml `deviations`: {AFFINE_DEVIATION}): the affine twins "
+                f"({'; '.join(twins)}) are arms whose rewards are a positive affine map of each other's, which GRPO's "
+                f"centring and Adam's scaling train alike; the rule that takes them out of Holm's family was adopted "
+                f"after this study ran, so the table above keeps them (the declared family), and the amended family "
+                f"({tested} p-values) stands here, labelled. "
+            + ("It changes these verdicts after Holm (declared -> amended): " + "; ".join(changed) + "."
+               if changed else "It changes no verdict after Holm.")]
+
+
+def _verdict_text(met: bool | None) -> str:
+    return {True: "met", False: "not met", None: "undefined"}[met]
 
 
 def _with_affine_tested(outcomes: list[Outcome]) -> str:
@@ -304,7 +380,7 @@ def _with_affine_tested(outcomes: list[Outcome]) -> str:
 
 
 def _after(outcome: Outcome) -> str:
-    return {True: "met", False: "not met", None: "undefined"}[outcome.met_after_holm]
+    return _verdict_text(outcome.met_after_holm)
 
 
 def _p(value: float | None) -> str:
