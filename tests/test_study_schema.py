@@ -55,6 +55,9 @@ def test_no_module_but_the_schema_reads_a_study_file_as_yaml() -> None:
     ("cells: {j: {fpr: 0.3}}\n", r"cells.j must be {fpr: P, fnr: P}"),
     ("cells: {j: {fpr: 0.3, fnr: 0.3, members: 0}}\n", "cells.j.members must be a whole number of members, 1 or more"),
     ("cells: {j: {fpr: 0.3, fnr: 0.3, member: 3}}\n", r"cells.j must be {fpr: P, fnr: P}"),
+    ("deviations: [{change: affine_twins_out_of_holm, reason: after the data}]\n", "deviations.0.date: required key"),
+    ("deviations: [{date: '2026-12-06', change: affine_twins_out_of_holm, reason: ' '}]\n",
+     "deviations.0.reason: say why the analysis changed"),
 ])
 def test_a_wrong_key_or_value_is_one_line_naming_the_file_and_field(tmp_path: Path, text: str, problem: str) -> None:
     study_file = tmp_path / "study.yaml"
