@@ -37,6 +37,9 @@ DOCUMENTED = {
                                   "machine its lanes ran on)", {"cpu": "AMD EPYC (family 25, model 17)",
                                   "flags": {"avx2": "yes", "avx512f": "yes", "avx512_bf16": "yes", "amx_bf16": "no"}}),
 }
+DOCUMENTED["benchmarks/equal_results"] = ("docs/results.md ('**Equal results**', its first line)", WITH_AVX512)
+PILOT = ("machine not recorded: a validation pilot run before stages recorded their machine, on a CPU the "
+         "docs do not name")
 NATURAL = "pipelines/natural_hacking"
 NATURAL_SOURCE = "docs/results.md ('Natural blind spots ...': which stages ran on which CPU)"
 
@@ -73,6 +76,8 @@ def from_mlflow(path: Path, data: dict) -> dict | None:
 
 
 def record_for(path: Path, data: dict) -> object:
+    if "/pilots/" in path.as_posix():
+        return PILOT
     found = from_mlflow(path, data)
     if found is not None:
         return found
@@ -85,7 +90,8 @@ def record_for(path: Path, data: dict) -> object:
 
 def result_files(root: Path) -> list[Path]:
     files = [*root.glob("pipelines/*/results/**/condition.json"), *root.glob("pipelines/*/metrics/warmstart/*/warmstart.json"),
-             *root.glob("metrics/warmstart/*/warmstart.json"), *root.glob("metrics/*/s*/eval.json")]
+             *root.glob("metrics/warmstart/*/warmstart.json"), *root.glob("metrics/*/s*/eval.json"),
+             *root.glob("pipelines/*/pilots/**/condition.json"), *root.glob("benchmarks/**/condition.json")]
     return sorted(set(files))
 
 
