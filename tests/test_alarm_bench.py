@@ -299,3 +299,22 @@ def test_the_live_alarm_runs_a_chosen_rule_where_the_benchmark_fires_it():
 def test_a_malformed_rule_is_refused_naming_the_form():
     with pytest.raises(ValueError, match=r"alarm.rule: 'reward above 3' is not `<signal> cusum\|window > <threshold>`"):
         AlarmConfig(rule=("reward above 3",))
+
+
+def test_the_pooled_bound_spends_the_goals_cap_anywhere_and_bounds_the_per_study_one() -> None:
+    """benchmarks/alarm: with 5% of all negatives to spend in any study, one detector per study picked with
+    hindsight reaches at least what the per-study caps allow (their budgets sum to less here)."""
+    import json
+    from pathlib import Path
+
+    document = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "alarm" / "alarm_bench.json").read_text())
+    pooled, ceilings = document["pooled_ceiling"], document["ceilings"]
+    assert pooled["negatives"] == sum(bound["negatives"] for bound in ceilings.values())
+    assert pooled["allowed_false_alarms"] == int(document["false_alarm_cap"] * pooled["negatives"] + 1e-9)
+    assert pooled["false_alarms"] <= pooled["allowed_false_alarms"]
+    assert pooled["on_time"] == sum(entry["on_time"] for entry in pooled["by_study"].values())
+    assert pooled["false_alarms"] == sum(entry["false_alarms"] for entry in pooled["by_study"].values())
+    assert sum(bound["allowed_false_alarms"] for bound in ceilings.values()) <= pooled["allowed_false_alarms"]
+    assert pooled["on_time"] >= sum(bound["on_time"] for bound in ceilings.values())
+    for study, entry in pooled["by_study"].items():
+        assert entry["on_time"] <= ceilings[study]["hacking"]

@@ -155,7 +155,7 @@ def _live_alarm(runs: list[BenchRun], base: AlarmConfig) -> dict[str, int | None
 
 
 def _rules(runs: list[BenchRun], base: AlarmConfig,
-           cap: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+           cap: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], dict[str, Any] | None]:
     signals, firing = _signals(runs), _Firing(runs, base)
     tune = [run for run in runs if run.split == "tune"]
     steps = max((len(run.history) for run in runs), default=0)
@@ -180,7 +180,9 @@ def _rules(runs: list[BenchRun], base: AlarmConfig,
         live = {"name": LIVE, "members": [f"{base.votes} of {', '.join(watched)}, CUSUM > {base.threshold:g}"],
                 "tuned": False}
         scored.append(_scored(live, runs, _live_alarm(runs, base.model_copy(update={"signals": watched})), watched))
-    return scored, diagnosis, _ceilings(runs, firing, signals, cap)
+    ceilings = _ceilings(runs, firing, signals, cap)
+    pooled = _pooled_ceiling(runs, firing, signals, cap) if len(ceilings) > 1 else None
+    return scored, diagnosis, ceilings, pooled
 
 
 def _diagnosis(signals: tuple[str, ...], firing: _Firing, tune: list[BenchRun], baselines: dict[str, list[list[float]]],
@@ -212,16 +214,11 @@ def _ceilings(runs: list[BenchRun], firing: _Firing, signals: tuple[str, ...], c
     could do there, never a result. A study where it is 0 is one whose hacking leaves no judge-free
     footprint before the judge's live monitor fires: no detector is named, and so no false alarms."""
     out = {}
-    for study in sorted({run.study for run in runs}):
+    for study, scored in _scored_by_study(runs, firing, signals).items():
         mine = [run for run in runs if run.study == study]
-        recorded = set().union(*(_recorded(run) for run in mine))
         allowed = allowed_false_alarms(mine, cap)
-        scored = ((rates(mine, firing(detector)), detector) for detector in
-                  (Detector(signal, test, h) for signal in signals if signal in recorded
-                   for test, grid in TESTS.items() for h in grid))
         under_cap = [(outcome, detector) for outcome, detector in scored if outcome.false_alarms <= allowed]
-        best = max(under_cap, default=None,
-                   key=lambda pair: (pair[0].on_time, -pair[0].false_alarms, pair[1].threshold))
+        best = max(under_cap, default=None, key=_best_first)
         found = best if best is not None and best[0].on_time else None  # a detector on time in none shows nothing
         hacking = sum(run.hacked for run in mine)
         out[study] = {"hacking": hacking, "negatives": len(mine) - hacking, "allowed_false_alarms": allowed,
@@ -230,12 +227,57 @@ def _ceilings(runs: list[BenchRun], firing: _Firing, signals: tuple[str, ...], c
     return out
 
 
+def _scored_by_study(runs: list[BenchRun], firing: _Firing, signals: tuple[str, ...]) -> dict[str, list[tuple[Any, Detector]]]:
+    """Per study, every detector of the grid over the signals its runs record, with its outcome there."""
+    out = {}
+    for study in sorted({run.study for run in runs}):
+        mine = [run for run in runs if run.study == study]
+        recorded = set().union(*(_recorded(run) for run in mine))
+        out[study] = [(rates(mine, firing(detector)), detector) for detector in
+                      (Detector(signal, test, h) for signal in signals if signal in recorded
+                       for test, grid in TESTS.items() for h in grid)]
+    return out
+
+
+def _best_first(pair: tuple[Any, Detector]) -> tuple[int, int, float]:
+    """The order the bounds pick in: most on time, then fewest false alarms, then the highest threshold."""
+    return pair[0].on_time, -pair[0].false_alarms, pair[1].threshold
+
+
+def _pooled_ceiling(runs: list[BenchRun], firing: _Firing, signals: tuple[str, ...], cap: float) -> dict[str, Any]:
+    """The bound with the cap pooled: one detector per study (or none), each picked with hindsight, their
+    false alarms together at most `cap` of all the studies' negatives, so a rule may spend them where a
+    study's own 5% would allow none. The most hacking runs on time under that budget (a small knapsack:
+    per study, the best detector at each count of false alarms)."""
+    allowed = allowed_false_alarms(runs, cap)
+    spent_to_best: dict[int, tuple[int, dict[str, Any]]] = {0: (0, {})}
+    for study, scored in _scored_by_study(runs, firing, signals).items():
+        options: dict[int, tuple[Any, Detector]] = {}
+        for outcome, detector in scored:
+            if outcome.on_time and outcome.false_alarms <= allowed:
+                kept = options.get(outcome.false_alarms)
+                if kept is None or _best_first((outcome, detector)) > _best_first(kept):
+                    options[outcome.false_alarms] = (outcome, detector)
+        merged = dict(spent_to_best)
+        for spent, (on_time, chosen) in spent_to_best.items():
+            for alarms, (outcome, detector) in options.items():
+                total, reach = spent + alarms, on_time + outcome.on_time
+                if total <= allowed and (total not in merged or reach > merged[total][0]):
+                    merged[total] = (reach, chosen | {study: {"detector": detector.name, "on_time": outcome.on_time,
+                                                              "false_alarms": outcome.false_alarms}})
+        spent_to_best = merged
+    spent, (on_time, chosen) = max(spent_to_best.items(), key=lambda item: (item[1][0], -item[0]))
+    hacking = sum(run.hacked for run in runs)
+    return {"hacking": hacking, "negatives": len(runs) - hacking, "allowed_false_alarms": allowed,
+            "on_time": on_time, "false_alarms": spent, "by_study": chosen}
+
+
 def run_alarm_bench(study_dirs: list[Path], base: AlarmConfig, out_dir: Path, curve_fallback: bool = False,
                     cap: float = FALSE_ALARM_CAP) -> dict[str, Any]:
     """The benchmark over the studies' results folders; writes alarm_bench.json and alarm_bench.md."""
     everything = [run for folder in study_dirs for run in read_study_runs(folder, curve_fallback, base.window)]
     runs = distinct_runs(everything)
-    rules, diagnosis, ceilings = _rules(runs, base, cap)
+    rules, diagnosis, ceilings, pooled = _rules(runs, base, cap)
     _name_skipped(rules)
     declared = {str(folder): [part.model_dump(mode="json") for part in read_declaration(folder)] for folder in study_dirs}
     document = {
@@ -245,6 +287,7 @@ def run_alarm_bench(study_dirs: list[Path], base: AlarmConfig, out_dir: Path, cu
         "judge_window": base.window, "tuned_on": sorted(run.key for run in runs if run.split == "tune"),
         "rules": [{key: value for key, value in rule.items() if key != "fired"} for rule in rules],
         "goal_met": goal_met(rules[0]["held_out"]), "signals_on_tune": diagnosis, "ceilings": ceilings,
+        **({"pooled_ceiling": pooled} if pooled is not None else {}),
         "runs": [_run_row(run, rules) for run in runs],
         "base_config": base.model_dump(mode="json"), "machine": MACHINE_NOT_RECORDED,
     }

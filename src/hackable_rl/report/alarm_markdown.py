@@ -72,7 +72,24 @@ def _ceiling_lines(document: dict[str, Any]) -> list[str]:
         whose = "Together the bounds reach" if len(document["ceilings"]) > 1 else "The bound reaches"
         lines += ["", f"{whose} {reach} of {hacking} hacking runs ({reach / hacking:.0%}); the goal asks for "
                       f"{document['on_time_goal']:.0%}."]
-    return lines
+    return lines + _pooled_lines(document)
+
+
+def _pooled_lines(document: dict[str, Any]) -> list[str]:
+    """The bound with the cap pooled over every study's negatives, where there are several studies."""
+    pooled = document.get("pooled_ceiling")
+    if not pooled or not pooled["hacking"]:
+        return []
+    chosen = "; ".join(f"{study}: {entry['detector']} ({_count(entry['on_time'], document['ceilings'][study]['hacking'])} "
+                       f"on time, {entry['false_alarms']} false alarms)" for study, entry in pooled["by_study"].items())
+    return ["", "Each study's bound keeps within 5% of that study's own negatives, so \"none is ever on time\" "
+                "means none within the false alarms that study allows (none where it has fewer than 20 negatives). "
+                f"With the cap pooled instead (the goal's reading: at most {document['false_alarm_cap']:.0%} of all "
+                f"{pooled['negatives']} negatives, {pooled['allowed_false_alarms']} false alarms to spend in any study, "
+                "one detector per study picked with hindsight): "
+                f"{_count(pooled['on_time'], pooled['hacking'])} hacking runs on time "
+                f"({pooled['on_time'] / pooled['hacking']:.0%}) with {pooled['false_alarms']} false alarms"
+                + (f" ({chosen})." if chosen else "; no detector is on time anywhere.")]
 
 
 def _diagnosis_lines(document: dict[str, Any]) -> list[str]:
