@@ -37,9 +37,8 @@ def test_every_committed_result_file_says_which_machine_made_it() -> None:
     (`core.numerics.machine_record`), one recorded afterwards with its source
     (scripts/record_machines.py), or "machine not recorded" (compare.json, with the reason)."""
     import json
-    from pathlib import Path
-
     import subprocess
+    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True).stdout
