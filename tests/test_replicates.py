@@ -104,4 +104,20 @@ def test_outcomes_carry_the_sign_test_beside_the_t_test(tmp_path):
     written = json.loads(write_outcomes(tmp_path / "outcomes.json", [outcome]).read_text())
     assert written[0]["sign_p"] == pytest.approx(0.0625)
     row = next(line for line in outcomes_table([outcome]) if line.startswith("| gain"))
-    assert row.rstrip(" |").endswith("0.0625")
+    assert row.rstrip(" |").split(" | ")[-2] == "0.0625"  # the sign test, then the MDE
+
+
+def test_the_minimum_detectable_effect_is_what_a_t_test_detects_with_80_percent_power() -> None:
+    """Simulated: replicates drawn with a true mean at the MDE their spread implies are detected about
+    80% of the time by the two-sided t-test at 5%."""
+    from scipy import stats
+
+    from hackable_rl.evaluation.replicates import minimum_detectable_effect
+
+    rng = np.random.default_rng(0)
+    sd, n = 0.02, 5
+    mde = minimum_detectable_effect(tuple(rng.normal(0, sd, 200)[:n]))
+    assert mde is not None and minimum_detectable_effect((0.1,)) is None and minimum_detectable_effect((0.0, 0.0)) is None
+    effect = (stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * sd / np.sqrt(n)
+    detected = np.mean([stats.ttest_1samp(rng.normal(effect, sd, n), 0.0).pvalue < 0.05 for _ in range(4000)])
+    assert 0.70 < detected < 0.90  # the usual approximation: near 80%, not exact at n = 5

@@ -129,7 +129,7 @@ def test_the_report_states_each_predictions_verdict_and_writes_each_outcome_once
     outcomes = json.loads((tmp_path / "outcomes.json").read_text())
     keys = {"name", "cell", "a", "b", "metric", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "target", "met",
             "n_replicates", "per_replicate", "interval_method", "p_value", "p_holm", "met_after_holm", "secondary", "affine",
-            "sign_p"}
+            "sign_p", "mde"}
     # the TOST reading, where the outcome is tested against the declared margin
     assert all(set(entry) - {"equivalence"} == keys for entry in outcomes)
     assert any("equivalence" in entry for entry in outcomes)

@@ -110,6 +110,24 @@ def replicate_interval(differences: np.ndarray, bounds: tuple[float, float] | No
     return ReplicateInterval(float(per_replicate.mean()), values, sd, low, high, low90, high90, p_value)
 
 
+POWER = 0.80
+"""The power a minimum detectable effect is stated at."""
+
+
+def minimum_detectable_effect(per_replicate: tuple[float, ...] | list[float], power: float = POWER,
+                              alpha: float = 0.05) -> float | None:
+    """The smallest |mean difference| the two-sided one-sample t-test at `alpha` detects with `power`,
+    given these replicates' spread: (t_{1-alpha/2, n-1} + t_{power, n-1}) * sd / sqrt(n), the usual
+    approximation. What a null could have seen; None below two replicates or where every replicate
+    agrees exactly (no spread to scale by)."""
+    values = np.asarray(per_replicate, dtype=float)
+    if len(values) < 2 or float(values.std(ddof=1)) == 0.0:
+        return None
+    freedom = len(values) - 1
+    multiplier = scipy_stats.t.ppf(1 - alpha / 2, freedom) + scipy_stats.t.ppf(power, freedom)
+    return float(multiplier * values.std(ddof=1) / np.sqrt(len(values)))
+
+
 def sign_test(per_replicate: tuple[float, ...] | list[float]) -> float | None:
     """The two-sided exact sign test of "a replicate's difference is as likely below 0 as above": the
     count of positive differences against Binomial(n, 1/2), zeros dropped; None without a nonzero one.

@@ -23,7 +23,7 @@ from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json, write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
-from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, sign_test
+from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, minimum_detectable_effect, sign_test
 from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS, STUDY_FILE
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
@@ -82,6 +82,12 @@ class Outcome:
         """The sign test over the replicates' differences (`evaluation.replicates.sign_test`), beside
         the t-test; None with fewer than two replicates."""
         return sign_test(self.per_replicate) if len(self.per_replicate) > 1 else None
+
+    @property
+    def mde(self) -> float | None:
+        """The minimum detectable effect at 80% power from these replicates' spread
+        (`evaluation.replicates.minimum_detectable_effect`): beside a null, the size it could have seen."""
+        return minimum_detectable_effect(self.per_replicate) if self.diff is not None else None
 
     @property
     def identical(self) -> bool:
@@ -283,7 +289,7 @@ _DEVIATION_FIELDS = ("affine_after_data", "p_holm_amended", "met_after_holm_amen
 def _written(outcome: Outcome, deviation: bool) -> dict:
     """An outcome as outcomes.json holds it: its fields and the sign test; `equivalence` only where tested,
     the amended family's fields only in a study with an after-data deviation."""
-    fields = asdict(outcome) | {"sign_p": outcome.sign_p}
+    fields = asdict(outcome) | {"sign_p": outcome.sign_p, "mde": outcome.mde}
     if fields["equivalence"] is None:
         del fields["equivalence"]
     for name in () if deviation else _DEVIATION_FIELDS:
@@ -318,13 +324,13 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
     interval = ONE_WARM_START if not outcomes or outcomes[0].interval_method == STUDY_INTERVAL else OWN_WARM_STARTS
     lines = [f"## Declared outcomes (paired by prompt and seed; {interval})", "",
              "| outcome | cell | A | B | metric | A | B | A - B [95% CI] | target | verdict | p | p (Holm) | "
-             "verdict after Holm | sign test p |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "verdict after Holm | sign test p | MDE (80% power) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for o in with_holm(outcomes):
         after = _verdict(o) if o.identical else "not adjusted (secondary)" if o.secondary else _after(o)
         lines.append(f"| {o.name} | {o.cell} | {o.a} | {o.b} | {o.metric} | {fmt(o.mean_a)} | {fmt(o.mean_b)} | "
                      f"{o.ci_text} | {o.target} | {_verdict(o)} | {_p(o.p_value)} | {_p(o.p_holm)} | {after} | "
-                     f"{_p(o.sign_p)} |")
+                     f"{_p(o.sign_p)} | {fmt(o.mde)} |")
     identical = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.identical and not o.affine})
     affine = sorted({f"{o.a} and {o.b} in {o.cell}" for o in outcomes if o.affine and not o.affine_after_data})
     family = sorted({o.name for o in outcomes if not o.secondary})
@@ -335,7 +341,9 @@ def outcomes_table(outcomes: list[Outcome]) -> list[str]:
                         "(equivalence targets are judged by their TOST; a comparison declared twice counts once). "
                         "Outcomes outside it are secondary: their raw verdict stands, and they are not adjusted. "
                         "The sign test (the share of replicates above 0 against a fair coin; no distribution "
-                        "assumed) stands beside the t-test: at 5 replicates its smallest p is 0.0625.",
+                        "assumed) stands beside the t-test: at 5 replicates its smallest p is 0.0625. The MDE is the "
+                        "smallest difference the t-test at 5% would detect with 80% power given the replicates' "
+                        "spread: beside a null, the effect it could have seen.",
                     *(["", f"Identical by construction (every seed's difference exactly 0; listed, never tested): "
                         f"{'; '.join(identical)}."] if identical else []),
                     *(["", f"Affine by construction (A's reward a positive affine map of B's on every completion, "
