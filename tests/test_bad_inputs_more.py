@@ -36,6 +36,7 @@ FILES: dict[str, str | bytes] = {
     "arith.yaml": TRACKING_OFF + ARITH,
     "tinyshape.yaml": TRACKING_OFF + ARITH + TINY_SHAPE,
     "octal.yaml": TRACKING_OFF + "seed: 010\n",
+    "long_seed.yaml": TRACKING_OFF + "seed: " + DIGITS + "\n",
     "octal_nested.yaml": TRACKING_OFF + "trainer:\n  save_steps: 0100\n",
     "sexagesimal.yaml": TRACKING_OFF + "seed: 1:30\n",
     "bool_key.yaml": TRACKING_OFF + "on: 1\n",
@@ -172,6 +173,12 @@ pytestmark = pytest.mark.usefixtures("fresh_logging")
 CASES = [
     # ---- YAML 1.1: octal and base-60 numbers, boolean keys (file:line)
     case("yaml-octal-seed", "validate -c octal.yaml", "octal.yaml:3: '010' reads as the number 8"),
+    case("yaml-long-integer", "validate -c long_seed.yaml", "long_seed.yaml:3: an integer of 5000 digits is too long"),
+    case("set-long-integer", f"validate -c plain.yaml --set seed={DIGITS}", "--set seed: an integer of 5000 digits"),
+    case("empty-cache-dir", "validate -c plain.yaml --set storage.cache_dir=",
+         "storage.cache_dir: is empty, which would mean the current folder"),
+    case("empty-runs-dir", "validate -c plain.yaml --set storage.runs_dir=",
+         "storage.runs_dir: is empty, which would mean the current folder"),
     case("yaml-octal-nested", "validate -c octal_nested.yaml", "octal_nested.yaml:4: '0100' reads as the number 64"),
     case("yaml-octal-train", "train -c octal.yaml", "octal.yaml:3: '010' reads as the number 8"),
     case("yaml-base-60", "validate -c sexagesimal.yaml", "sexagesimal.yaml:3: '1:30' reads as the number 90"),
@@ -184,7 +191,7 @@ CASES = [
     case("seed-huge-train", "train -c plain.yaml --set seed=99999999999999999999", "seed: 99999999999999999999"),
     case("seed-bool", "validate -c plain.yaml --set seed=true", "seed: got True"),
     case("seed-float", "validate -c plain.yaml --set seed=1.5", "seed: got 1.5"),
-    case("seed-octal-set", "validate -c plain.yaml --set seed=010", "seed: got '010'"),
+    case("seed-octal-set", "validate -c plain.yaml --set seed=010", "--set seed: '010' reads as the number 8 under YAML 1.1"),
     case("corruption-seed-negative", "validate -c plain.yaml --set corruption.seed=-3",
          "corruption.seed: -3 is not in"),
     # ---- values that would do nothing or harm

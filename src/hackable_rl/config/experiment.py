@@ -24,7 +24,7 @@ from hackable_rl.config.evaluation_sections import (
     ReportConfig,
     TruncationProbeConfig,
 )
-from hackable_rl.config.field_types import ExperimentName, FolderName, ModelName, Optimizer, Scheduler
+from hackable_rl.config.field_types import ExperimentName, FolderName, FolderPath, ModelName, Optimizer, Scheduler
 from hackable_rl.config.reward_sections import (
     CorruptionConfig,
     ObjectiveConfig,
@@ -57,9 +57,9 @@ __all__ = [
 
 
 class StorageConfig(Section):
-    cache_dir: str = "cache"
+    cache_dir: FolderPath = "cache"
     """Runtime root. Relative runtime paths (datasets, models, runs, eval, logs) resolve under it."""
-    runs_dir: str = "artifacts/runs"
+    runs_dir: FolderPath = "artifacts/runs"
     """Folder of training run folders (`<runs_dir>/<run name>/`), under cache_dir when relative. A
     second pipeline stage that trains (the root's clean reference) sets its own, so that each stage
     owns its DVC output."""

@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BeforeValidator
 
 from hackable_rl.core.storage import folder_name_problem
 
-__all__ = ["ExperimentName", "FolderName", "ModelName", "Optimizer", "Scheduler", "Tag"]
+__all__ = ["ExperimentName", "FolderName", "FolderPath", "ModelName", "Optimizer", "Scheduler", "Tag"]
 
 
 def _folder_name(value: str) -> str:
@@ -23,6 +23,18 @@ def _folder_name(value: str) -> str:
 
 
 FolderName = Annotated[str, AfterValidator(_folder_name)]
+
+
+def _folder_path(value: str) -> str:
+    # An empty path reads as "here": `storage.cache_dir=` would scatter datasets, runs and the MLflow
+    # store into the current folder. A folder must be named (`.` where the current one is meant).
+    if not value.strip():
+        raise ValueError("is empty, which would mean the current folder; name a folder (`.` if that is meant)")
+    return value
+
+
+FolderPath = Annotated[str, AfterValidator(_folder_path)]
+"""A folder path (relative or absolute, any depth) that is not empty."""
 
 
 # MLflow refuses these names only when a run logs into them: an empty experiment name or a registered

@@ -51,6 +51,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError([f"--set {text!r}: {key!r} is not a dotted key such as corruption.rate"])
     try:
         value = yaml.load(raw, Loader=ConfigLoader) if raw.strip() else ""
+    except RefusedYAML as error:
+        raise ConfigError([f"--set {key}: {error.problem}"]) from None
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -147,7 +149,12 @@ class ConfigLoader(yaml.SafeLoader):
             problem = (f"{node.value!r} reads as the number {value} under YAML 1.1 (octal or base 60); "
                        f"write it without the leading zero or colon, or quote it")
             raise RefusedYAML(None, None, problem, node.start_mark)
-        return super().construct_yaml_int(node)
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # longer than Python reads (sys.get_int_max_str_digits()): its line, no traceback
+            digits = sum(character.isdigit() for character in text)
+            raise RefusedYAML(None, None, f"an integer of {digits} digits is too long to read; no setting takes one",
+                              node.start_mark) from None
 
 
 ConfigLoader.add_constructor("tag:yaml.org,2002:int", ConfigLoader.construct_yaml_int)
