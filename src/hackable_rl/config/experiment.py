@@ -24,7 +24,14 @@ from hackable_rl.config.evaluation_sections import (
     ReportConfig,
     TruncationProbeConfig,
 )
-from hackable_rl.config.field_types import ExperimentName, FolderName, FolderPath, ModelName, Optimizer, Scheduler
+from hackable_rl.config.field_types import (
+    ExperimentName,
+    FolderName,
+    FolderPath,
+    ModelName,
+    Optimizer,
+    Scheduler,
+)
 from hackable_rl.config.reward_sections import (
     CorruptionConfig,
     ObjectiveConfig,
