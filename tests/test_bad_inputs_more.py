@@ -175,6 +175,8 @@ CASES = [
     case("yaml-octal-seed", "validate -c octal.yaml", "octal.yaml:3: '010' reads as the number 8"),
     case("yaml-long-integer", "validate -c long_seed.yaml", "long_seed.yaml:3: an integer of 5000 digits is too long"),
     case("set-long-integer", f"validate -c plain.yaml --set seed={DIGITS}", "--set seed: an integer of 5000 digits"),
+    case("generation-past-context", "validate -c plain.yaml --set generation.max_new_tokens=100000000",
+         "generation.max_new_tokens: 100000000 does not fit the tiny policy's context of 512 positions"),
     case("empty-cache-dir", "validate -c plain.yaml --set storage.cache_dir=",
          "storage.cache_dir: is empty, which would mean the current folder"),
     case("empty-runs-dir", "validate -c plain.yaml --set storage.runs_dir=",

@@ -342,6 +342,15 @@ class ExperimentConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _completions_fit_the_tiny_policy(self) -> ExperimentConfig:
+        context = self.model.tiny.max_position_embeddings
+        if self.model.source == "tiny" and self.generation.max_new_tokens >= context:
+            raise ValueError(f"generation.max_new_tokens: {self.generation.max_new_tokens} does not fit the tiny "
+                             f"policy's context of {context} positions (model.tiny.max_position_embeddings), prompt "
+                             "included; lower it")
+        return self
+
+    @model_validator(mode="after")
     def _checkpoint_steps_saved(self) -> ExperimentConfig:
         saved = {*self.trainer.permanent_steps, self.trainer.max_steps}
         unsaved = [step for step in self.evaluation.checkpoint_steps if step not in saved]

@@ -251,6 +251,7 @@ def load_policy(
         else:
             model, tokenizer = _load_checkpoint(config, folder, device)
     check_vocabulary(model, tokenizer, path or config.model.source)
+    check_generation_length(model, config.generation.max_new_tokens, path or config.model.source)
     log.info(
         "policy loaded: %s (%s, %.2fM parameters, %s)",
         path or config.model.source,
@@ -266,6 +267,15 @@ def policy_backbone(model: Any) -> Any:
     fused head and generation call for hidden states."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return base.base_model
+
+
+def check_generation_length(model: PreTrainedModel, max_new_tokens: int, where: object) -> None:
+    """A completion budget past the policy's context (`max_position_embeddings`) would decode until the
+    positions run out, or until killed: refused here, with the policy's limit."""
+    context = getattr(model.config, "max_position_embeddings", None)
+    if isinstance(context, int) and max_new_tokens >= context:
+        raise UserError(f"generation.max_new_tokens: {max_new_tokens} does not fit {where}'s context of {context} "
+                        "positions (its max_position_embeddings), prompt included; lower it")
 
 
 def check_vocabulary(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, where: object) -> None:
