@@ -207,3 +207,14 @@ def test_cli_compare_margin_adds_the_90_ci_the_verdict_and_holm(tmp_path):
     assert "clean_vs_clean: pass_at_1 +0.000 [0.000, 0.000]" in result.output
     refused = CliRunner().invoke(app, [*args, "--margin", "0"])
     assert refused.exit_code == 2 and "compare --margin: equivalence margin 0.0" in refused.output
+
+
+def test_cli_compare_refuses_an_out_inside_a_folder_it_reads(tmp_path):
+    folder = tmp_path / "mb"
+    write_prompt_results(folder / "prompts.jsonl", results([1, 2, 3, 4]))
+    before = (folder / "prompts.jsonl").read_bytes()
+    result = CliRunner().invoke(app, ["compare", "--policy", f"a={folder}", "--policy", f"b={folder}", "--pair", "a:b",
+                                      "--out", str(folder / "prompts.jsonl")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"inside policy a's folder {folder}, which compare reads" in result.output
+    assert (folder / "prompts.jsonl").read_bytes() == before

@@ -328,10 +328,12 @@ def compare_command(
 ) -> None:
     """Paired comparisons with 95% t-intervals across replicates (pass@1, greedy accuracy, hacking gap) from prompts.jsonl,
     written to compare.json; --margin M adds the equivalence test (TOST: the 90% CI inside (-M, +M))."""
-    from hackable_rl.evaluation.named import compare_named, parse_pairs, parse_policies
+    from hackable_rl.evaluation.named import check_out_beside_inputs, compare_named, parse_pairs, parse_policies
     from hackable_rl.evaluation.paired import write_comparisons
 
-    comparisons = compare_named(parse_policies(policies), parse_pairs(pairs), seed, margin)
+    named = parse_policies(policies)
+    check_out_beside_inputs(out, named)
+    comparisons = compare_named(named, parse_pairs(pairs), seed, margin)
     write_comparisons(out, comparisons)
     for name, comparison in comparisons.items():
         typer.echo(f"{name:>28}: {comparison.summary()}")

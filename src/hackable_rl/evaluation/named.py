@@ -38,6 +38,17 @@ def parse_policies(values: Sequence[str]) -> dict[str, list[Path]]:
     return named
 
 
+def check_out_beside_inputs(out: Path, policies: dict[str, list[Path]]) -> None:
+    """`compare --out` must not land inside a folder it reads (it would overwrite a policy's prompts.jsonl
+    or eval.json, or sit among its inputs): a UserError naming the policy and its folder."""
+    target = Path(out).resolve()
+    for name, folders in policies.items():
+        for folder in folders:
+            if target.is_relative_to(Path(folder).resolve()):
+                raise UserError(f"compare --out {out}: inside policy {name}'s folder {folder}, which compare reads; "
+                                "write it elsewhere (default metrics/compare.json)")
+
+
 def parse_pairs(values: Sequence[str]) -> list[tuple[str, str]]:
     """`compare --pair A:B` values as (A, B) pairs."""
     pairs = []
