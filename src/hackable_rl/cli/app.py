@@ -328,7 +328,12 @@ def compare_command(
 ) -> None:
     """Paired comparisons with 95% t-intervals across replicates (pass@1, greedy accuracy, hacking gap) from prompts.jsonl,
     written to compare.json; --margin M adds the equivalence test (TOST: the 90% CI inside (-M, +M))."""
-    from hackable_rl.evaluation.named import check_out_beside_inputs, compare_named, parse_pairs, parse_policies
+    from hackable_rl.evaluation.named import (
+        check_out_beside_inputs,
+        compare_named,
+        parse_pairs,
+        parse_policies,
+    )
     from hackable_rl.evaluation.paired import write_comparisons
 
     named = parse_policies(policies)
