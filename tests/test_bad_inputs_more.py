@@ -349,6 +349,8 @@ CASES = [
          "generation.use_vllm: true needs vllm, which is not installed: pip install 'hackable-rl[gpu]'"),
     case("extra-flash-attention-missing", "eval --base -c plain.yaml --set model.attn_implementation=flash_attention_2",
          "needs flash_attn, which is not installed: pip install 'hackable-rl[gpu]'"),
+    case("optimizer-8bit-without-bitsandbytes", "train -c plain.yaml --set trainer.optimizer=adamw_8bit",
+         "trainer.optimizer: adamw_bnb_8bit needs bitsandbytes, which is not installed: pip install 'hackable-rl[gpu]'"),
     case("output-is-the-input", "judge -i good.jsonl -o good.jsonl", "--output good.jsonl is --input good.jsonl (the same file)"),
     case("output-folder-holds-the-input", "alarm-bench a_folder --out a_folder -c plain.yaml",
          "--out a_folder holds studies a_folder"),

@@ -173,16 +173,22 @@ def test_every_per_key_param_of_a_stage_exists(dvc_file):
     assert missing == []
 
 
-def test_a_postgresql_store_without_its_driver_names_the_server_extra(monkeypatch):
+def test_a_database_store_whose_driver_is_missing_is_one_line_naming_it() -> None:
+    """SQLAlchemy picks the driver: a bare postgresql:// means psycopg (3), not the `server` extra's psycopg2,
+    and mysql:// means MySQLdb; neither is in the dev install, so both are refused before any work."""
     import importlib.util
 
     from hackable_rl.config.extras import check_store_extras
     from hackable_rl.core.errors import UserError
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psycopg2" else real(name, *a))
-    with pytest.raises(UserError, match=r"needs psycopg2, which is not installed: pip install 'hackable-rl\[server\]'"):
+    assert importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("MySQLdb") is None
+    with pytest.raises(UserError, match=r"postgresql://\.\.\.: SQLAlchemy's driver for it, psycopg, is not installed: "
+                                        r"install it, or name a driver that is installed in the URI "
+                                        r"\(postgresql\+psycopg2://\.\.\., the `server` extra's driver\)"):
         check_store_extras("postgresql://alice:secret@db:5432/mlflow")
+    with pytest.raises(UserError, match="mysql://...: SQLAlchemy's driver for it, MySQLdb, is not installed"):
+        check_store_extras("mysql://alice:secret@db/mlflow")
+    check_store_extras("postgresql+psycopg2://alice@db/mlflow")  # the server extra's driver: installed
     check_store_extras("sqlite:///cache/mlflow.db")  # no extra needed
 
 

@@ -1,7 +1,7 @@
 """Optional extras a setting needs, found before any work: one line naming the pip extra to install.
 
-A setting that needs a package the base install leaves out (vLLM, FlashAttention, Liger kernels, the
-PostgreSQL driver of an MLflow store) would otherwise end in the library's traceback, minutes in,
+A setting that needs a package the base install leaves out (vLLM, FlashAttention, Liger kernels,
+bitsandbytes' 8-bit optimizers, the database driver of an MLflow store) would otherwise end in the library's traceback, minutes in,
 when the model or the store is first used. `check_extras` runs where a command resolves its config.
 """
 
@@ -29,9 +29,39 @@ def check_extras(config: Any) -> None:
         require_extra("flash_attn", "gpu", "model.attn_implementation: flash_attention_2")
     if config.model.use_liger == "on":
         require_extra("liger_kernel", "gpu", "model.use_liger: on")
+    if "bnb" in config.trainer.optimizer:  # transformers imports bitsandbytes when the optimizer is built
+        require_extra("bitsandbytes", "gpu", f"trainer.optimizer: {config.trainer.optimizer}")
+
+
+DATABASE_SCHEMES = ("postgresql", "postgres", "mysql", "mssql", "sqlite")
+"""The URI schemes MLflow opens as a SQLAlchemy database store (`<dialect>[+<driver>]://...`)."""
 
 
 def check_store_extras(uri: str) -> None:
-    """An MLflow store on PostgreSQL needs its driver (the `server` extra)."""
-    if uri.split(":", 1)[0].split("+", 1)[0] in ("postgresql", "postgres"):
-        require_extra("psycopg2", "server", f"MLFLOW_TRACKING_URI {uri.split(':', 1)[0]}://...")
+    """A database store needs the driver SQLAlchemy picks for its URI (postgresql:// means psycopg, not
+    the psycopg2 the `server` extra brings; mysql:// means MySQLdb): asked of SQLAlchemy itself, so any
+    dialect and driver is checked, and refused with one line before any work."""
+    scheme = uri.split(":", 1)[0]
+    if scheme.split("+", 1)[0] not in DATABASE_SCHEMES:
+        return
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    shown = f"MLFLOW_TRACKING_URI {scheme}://..."
+    try:
+        make_url(uri.replace("postgres://", "postgresql://", 1)).get_dialect().import_dbapi()
+    except (ArgumentError, NoSuchModuleError) as error:
+        raise UserError(f"{shown}: SQLAlchemy cannot open it ({error})") from None
+    except ImportError as error:
+        missing = getattr(error, "name", None) or str(error)
+        if missing == "psycopg2":
+            install = "pip install 'hackable-rl[server]'"
+        else:
+            install = f"install it, or name a driver that is installed in the URI ({_installed_hint(scheme)})"
+        raise UserError(f"{shown}: SQLAlchemy's driver for it, {missing}, is not installed: {install}") from None
+
+
+def _installed_hint(scheme: str) -> str:
+    if scheme in ("postgresql", "postgres") and importlib.util.find_spec("psycopg2") is not None:
+        return "postgresql+psycopg2://..., the `server` extra's driver"
+    return "<dialect>+<driver>://..."
