@@ -46,6 +46,20 @@ def not_a_file_problem(path: Path) -> str | None:
     return f"is {kind}, not a regular file; refusing to replace it (choose a file path)"
 
 
+def not_a_readable_file_problem(path: Path) -> str | None:
+    """Why `path` (symlinks followed) cannot be read as a file: it does not exist, is a folder, or is a
+    FIFO, a device or a socket (a read would block, or read forever); None for a regular file."""
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    return f"is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a regular file"
+
+
 def write_target(path: str | Path) -> Path:
     """The file a write to `path` replaces: `path` itself, or the target of a symlink at `path` (written
     through). A folder, device, FIFO or socket there is a UserError naming `path`."""

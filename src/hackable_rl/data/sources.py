@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from hackable_rl.answers.parsing import parse_reference
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_text_lines, parse_json_line
+from hackable_rl.core.safe_write import not_a_readable_file_problem
 from hackable_rl.core.storage import file_sha256
 from hackable_rl.data.schema import TrainingSample
 
@@ -62,8 +63,9 @@ class BadRows:
 def read_local(path: str | Path, bad_rows: BadRows, hint: str, field_name: str = "data.path") -> SourceRows:
     """Rows of a local JSONL file; a missing file says how to obtain it, a malformed line goes to `bad_rows`."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise UserError(f"{field_name}: {path} does not exist; {hint}")
+    problem = not_a_readable_file_problem(path)
+    if problem is not None:
+        raise UserError(f"{field_name}: {path} {problem}; {hint}")
     rows = []
     for number, line in iter_text_lines(path):  # bytes that are not UTF-8: a UserError naming the line
         if not line.strip():
