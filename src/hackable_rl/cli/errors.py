@@ -15,7 +15,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.core.errors import ConfigError, Stopped, UserError
 from hackable_rl.core.redact import masked_uri
 from hackable_rl.core.registry import RegistryError
 
@@ -58,15 +58,23 @@ def run_user_action(action: Callable[[], Any]) -> Any:
     """Runs `action`; a user mistake becomes one line per problem on stderr and exit code 2."""
     try:
         return action()
+    except KeyboardInterrupt:
+        if _state["debug"]:
+            raise
+        typer.secho("interrupted: stopped at once; a training run resumes from its last resumable checkpoint "
+                    "with --resume auto", err=True, fg=typer.colors.YELLOW)
+        raise typer.Exit(code=130) from None
     except (ConfigError, UserError, RegistryError, *_PATH_ERRORS) as error:
         problems = _problems(error)
         if _state["debug"] or problems is None:
             raise
+        stopped = isinstance(error, Stopped)
         for problem in problems:
             # One line each, even when a library's message (quoted in the problem) spans several.
             line = _printable(masked_uri(re.sub(r"\s*\n\s*", " ", problem)))  # never a credential of a URI
-            typer.secho(f"error: {line}", err=True, fg=typer.colors.RED)
-        raise typer.Exit(code=2) from None
+            typer.secho(f"{'stopped' if stopped else 'error'}: {line}", err=True,
+                        fg=typer.colors.YELLOW if stopped else typer.colors.RED)
+        raise typer.Exit(code=error.exit_code if stopped else 2) from None
 
 
 def fail(message: str) -> None:

@@ -7,7 +7,7 @@ and say what was expected.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "UserError"]
+__all__ = ["ConfigError", "Stopped", "UserError"]
 
 
 class UserError(Exception):
@@ -25,3 +25,12 @@ class ConfigError(Exception):
         self.problems = problems
         self.source = source
         super().__init__("\n".join(problems))
+
+
+class Stopped(UserError):
+    """A run stopped on request (a signal) in a resumable state: one line saying how to resume, and the
+    exit code a shell gives for that signal (143 SIGTERM, 130 SIGINT) instead of 2."""
+
+    def __init__(self, problem: str, exit_code: int):
+        super().__init__(problem)
+        self.exit_code = exit_code

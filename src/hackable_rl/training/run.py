@@ -59,6 +59,7 @@ from hackable_rl.training.run_dir import (
     record_config_change,
     refuse_foreign,
 )
+from hackable_rl.training.stop_signal import stop_on_signals, stopped
 from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
 from hackable_rl.training.truncation_probe import TruncationProbe
 
@@ -116,9 +117,12 @@ def run_training(
     with run_lock(run_dir):  # one writer per run folder; a second one exits 2 naming this PID
         run = _set_up(config, resume, overwrite, allow_config_change, ranks)
         context = _run_context(run)
-        trainer = _trainer(run, context, extra_callbacks)
-        started = time.time()
-        _train(run, trainer)
+        with stop_on_signals() as stop:  # SIGTERM/SIGINT: the step ends, a resumable checkpoint, then stop
+            trainer = _trainer(run, context, [*extra_callbacks, stop])
+            started = time.time()
+            _train(run, trainer)
+        if stop.received is not None and trainer.state.global_step < config.trainer.max_steps:
+            stopped(run.run_dir, run.info, run.tracker, trainer.state.global_step, config.trainer.max_steps, stop.received)
         return _finish(run, trainer.state.global_step, time.time() - started, metrics_out)
 
 
