@@ -6,7 +6,6 @@ the same records and the same weights."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
