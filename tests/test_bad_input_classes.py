@@ -101,3 +101,20 @@ def test_a_completion_budget_past_the_tiny_policys_context_is_refused_with_its_l
         load_config(params, [f"model.tiny.max_position_embeddings={context}", f"generation.max_new_tokens={tokens}"])
     assert any(f"generation.max_new_tokens: {tokens} does not fit the tiny policy's context of {context} positions"
                in problem for problem in caught.value.problems)
+
+
+def test_a_warm_start_gone_from_the_cache_names_the_stage_to_rerun(project: Path) -> None:
+    """A DVC cache without a stage's output (here the warm start): the next command names the stage that
+    makes it, not a traceback from inside loading."""
+    import shutil
+
+    from hackable_rl.models.sources import policy_dir
+
+    config = load_config("params.yaml", ["tracking.enabled=false"])
+    shutil.rmtree(policy_dir(config))
+    for command in (["eval", "--base"], ["train"]):
+        result = CliRunner().invoke(app, [*command, "--set", "tracking.enabled=false", "--set", "trainer.max_steps=2",
+                                          "--set", "trainer.permanent_steps=[]"])
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert f"no warm-started model in {policy_dir(config)}; run `hackable-rl prepare` then `hackable-rl warmstart`" \
+            in result.output
