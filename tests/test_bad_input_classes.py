@@ -7,6 +7,7 @@ already written changes. Seeded (`derandomize`) as the other property tests."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
