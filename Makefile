@@ -13,7 +13,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: install run results test test-slow bench lint clean-cache
+.PHONY: install run results test test-slow test-faults bench lint clean-cache
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ test: $(STAMP)
 # a few minutes on 2 cores. CI runs it after `test`.
 test-slow: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m slow
+
+# The `faults` tests only (tests/faults/): a tmpfs that fills under a training run (mounted as root, else
+# a file-size limit), SIGTERM and SIGINT mid-step; each checks what survived. A few minutes; CI runs it last.
+test-faults: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m faults
 
 bench: $(STAMP)
 	for script in benchmarks/bench_*.py; do $(BIN)/python $$script || exit 1; done

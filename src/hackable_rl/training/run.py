@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import flatten_config
+from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_jsonl, write_json
 from hackable_rl.core.numerics import DISPATCH_VARIABLE, dispatch_record
 from hackable_rl.core.run_lock import run_lock
@@ -44,6 +46,7 @@ from hackable_rl.training.capability import check_capability, log_capability
 from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps, resume_dir
 from hackable_rl.training.console import quiet_trainer, silence_known_warnings, training_progress
 from hackable_rl.training.curves import summarise_curve, write_curve
+from hackable_rl.training.disk_full import is_no_space, no_space_problem
 from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.kept_mean import grpo_trainer_class
 from hackable_rl.training.lm_head import completion_only_head
@@ -353,9 +356,12 @@ def _train(run: _Run, trainer: Any) -> None:
     try:
         with completion_only_head(run.config.trainer.head_on_completions):
             trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    except BaseException:
-        write_json(run.run_dir / "run.json", {**run.info, "status": "failed"})
+    except BaseException as error:
+        with suppress(OSError):  # a full disk may refuse this too; the previous run.json stays whole
+            write_json(run.run_dir / "run.json", {**run.info, "status": "failed"})
         run.tracker.end("FAILED")
+        if is_no_space(error, run.run_dir):
+            raise UserError(no_space_problem(run.run_dir)) from None
         raise
 
 

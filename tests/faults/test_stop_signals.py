@@ -17,6 +17,7 @@ from safetensors.numpy import load_file
 
 from hackable_rl.core.jsonl import read_jsonl
 
+pytestmark = pytest.mark.faults
 STEPS = 5
 
 
