@@ -50,6 +50,7 @@ WORK = [  # (module, attribute): where each command hands over to its library fu
     ("hackable_rl.scheduling.lanes", "run_lanes"), ("hackable_rl.tracking.server", "serve_ui"),
     ("hackable_rl.tracking.sync", "sync_run"), ("hackable_rl.tracking.models_registry", "promote"),
     ("hackable_rl.report.build", "build_report"), ("hackable_rl.scheduling.seeds", "run_side_by_side"),
+    ("hackable_rl.report.pilots", "write_pilot_summary"),
 ]
 
 
@@ -63,6 +64,8 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for module, name in WORK:
         monkeypatch.setattr(importlib.import_module(module), name, reached)
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text())
+    (tmp_path / "pilots.yaml").write_text("grid: [a]\nsettings: {a: []}\nshared: [evaluation.split=validation]\n"
+                                          "rule: the cheapest\ntarget_gain: 0.1\nfallback_gain: 0.06\n")
     (tmp_path / "in.jsonl").write_text('{"completion": "<think>1+1=2</think> \\\\boxed{2}", "reference": "2"}\n')
     os.mkfifo(tmp_path / "fifo")
     monkeypatch.chdir(tmp_path)
@@ -146,7 +149,7 @@ BASE_ARGS = {  # the required values each command needs, valid, so the junk is t
     "judge": ["--input", "in.jsonl", "--output", "out.jsonl"], "sync": ["runs/x"], "promote": ["--run-id", "0123abcd"],
     "seeds": ["--seeds", "0"], "lanes": ["x"], "compare": ["--policy", "a=x", "--pair", "a:a"],
     "condition": ["--method", "baseline", "--out", "results/c"], "alarm-bench": ["results"], "eval": ["--base"],
-    "report": ["--single"],
+    "report": ["--single"], "pilots": ["--pilots", "pilots.yaml"],
 }
 TAILS = {"seeds": ["--", "validate"]}
 COMMANDS = typer.main.get_command(app).commands

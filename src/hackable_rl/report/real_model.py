@@ -11,9 +11,10 @@ transferred one secondary):
     pattern_share_rises     blind-spot cell vs base: the flaw's pattern share, met at a ratio
                             mean_a / mean_b >= PATTERN_RATIO with ci_low > 0
     blind_pass_at_1_falls   blind-spot cell vs clean reference: pass@1, met at ci_high < 0
-    robust_vs_baseline      (a study with a noisy ensemble: a noise cell of several members) robust vs
-                            baseline in that cell: pass@1, two-sided, met at ci_low > 0, with the
-                            equivalence test at the study's margin
+    <method>_vs_<reference method>   (a study with a noisy ensemble: a noise cell of several members)
+                            the other method that runs there (robust, in smollm2_learning) against the
+                            reference's: pass@1, two-sided, met at ci_low > 0, with the equivalence test
+                            at the study's margin
 
 each pass@1 row followed by greedy accuracy on the same pair (secondary: GRPO can sharpen sampled
 pass@1 while the greedy answer moves otherwise); then secondary: the trained cells against base
@@ -62,17 +63,22 @@ class CellKinds:
     blind: str | None = None
     """The first blind-spot cell."""
     ensemble: str | None = None
-    """The first noise cell of several members (a noisy ensemble), where robust meets baseline."""
+    """The first noise cell of several members (a noisy ensemble), where a second method meets the reference's."""
+    contender: str | None = None
+    """The trained method other than the reference's that runs in the ensemble cell (its `<method>_cells`)."""
 
 
 def _cells_by_kind(study_file: Path) -> CellKinds:
     """The kinds of cell the study file declares (CellKinds)."""
-    declared = load_study(study_file).reference
-    kinds = {"reference": declared.cell if declared else "clean"}
+    study = load_study(study_file)
+    kinds = {"reference": study.reference.cell if study.reference else "clean"}
     for name in study_cells(study_file):
         cell = read_cell(study_file, name)
         kind = "blind" if not isinstance(cell, NoiseCell) else "ensemble" if (cell.members or 1) > 1 else "noise"
         kinds.setdefault(kind, name)
+    if "ensemble" in kinds:
+        kinds["contender"] = next((method for method in study.trained_methods() if method != reference_method()
+                                   and kinds["ensemble"] in study.method_cells.get(method, list(study.cells))), None)
     return CellKinds(**kinds)
 
 
@@ -105,10 +111,11 @@ def real_model_outcomes(cells: Mapping[CellKey, dict[int, Path]], kinds: CellKin
         *_with_greedy("blind_pass_at_1_falls", kinds.blind or "-", method, at_clean, trained["blind"], clean,
                       "pass@1 below the clean reference, ci_high < 0", below),
     ]
-    if kinds.ensemble:
-        robust = cells.get((kinds.ensemble, "robust"), {})
-        outcomes += _with_greedy("robust_vs_baseline", kinds.ensemble, "robust", method, robust, trained["ensemble"],
-                                 "pass@1 above baseline's in the noisy ensemble, ci_low > 0", above, margin)
+    if kinds.ensemble and kinds.contender:
+        contender = cells.get((kinds.ensemble, kinds.contender), {})
+        outcomes += _with_greedy(f"{kinds.contender}_vs_{method}", kinds.ensemble, kinds.contender, method, contender,
+                                 trained["ensemble"], f"pass@1 above {method}'s in the noisy ensemble, ci_low > 0",
+                                 above, margin)
     for name, kind in (("flip_vs_base", "noise"), ("blind_vs_base", "blind"), ("ensemble_vs_base", "ensemble")):
         cell = getattr(kinds, kind)
         if cell:
