@@ -27,22 +27,28 @@ def _run(*args: str, scale: list[str] = SECONDS_SCALE) -> str:
     return result.output
 
 
-@pytest.mark.usefixtures("fresh_logging")
-def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(project) -> None:
-    study = yaml.safe_load(STUDY_FILE.read_text())
+def _run_study(project, study_file: Path, arms: list[tuple[str, str]], scale: list[str] = SECONDS_SCALE) -> None:
+    """The study's stages at seconds scale, two replicates: payoff, base, the clean reference, each
+    (cell, method) arm, the report."""
+    study = yaml.safe_load(study_file.read_text())
     (project / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2,
                                                                 "small_n_reason": "budget: a seconds-scale test"}))
     _run("payoff", "--study", "study.yaml", "--prompts", "4", "--honest-samples", "1", "--out", "results/payoff.json",
-         "--allow-unpayable")
+         "--allow-unpayable", scale=scale)
     for seed in (0, 1):
         _run("condition", "--method", "base", "--study", "study.yaml", "--cell", "blind", "--set", f"seed={seed}",
-             "--out", f"results/blind/base-s{seed}")
+             "--out", f"results/blind/base-s{seed}", scale=scale)
         _run("condition", "--method", "baseline", "--study", "study.yaml", "--cell", "clean", "--set", f"seed={seed}",
-             "--out", f"results/reference/baseline-clean-s{seed}")
-        for cell in ("flip0.4", "blind"):
-            _run("condition", "--method", "baseline", "--study", "study.yaml", "--cell", cell, "--set", f"seed={seed}",
-                 "--payoff", "results/payoff.json", "--out", f"results/{cell}/baseline-s{seed}")
-    _run("report", "--study", "results", "--out", "reports")
+             "--out", f"results/reference/baseline-clean-s{seed}", scale=scale)
+        for cell, method in arms:
+            _run("condition", "--method", method, "--study", "study.yaml", "--cell", cell, "--set", f"seed={seed}",
+                 "--payoff", "results/payoff.json", "--out", f"results/{cell}/{method}-s{seed}", scale=scale)
+    _run("report", "--study", "results", "--out", "reports", scale=scale)
+
+
+@pytest.mark.usefixtures("fresh_logging")
+def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(project) -> None:
+    _run_study(project, STUDY_FILE, [("flip0.4", "baseline"), ("blind", "baseline")])
 
     outcomes = json.loads((project / "outcomes.json").read_text())
     primary = [(o["name"], o["metric"]) for o in outcomes if not o["secondary"]]
@@ -56,7 +62,6 @@ def test_the_real_model_studys_stages_run_and_report_its_declared_outcomes(proje
 
 
 LEARNING_STUDY = STUDY_FILE.parents[1] / "smollm2_learning" / "study.yaml"
-_run_at = _run
 
 
 @pytest.mark.usefixtures("fresh_logging")
@@ -64,28 +69,12 @@ def test_the_learning_studys_stages_run_robust_against_baseline_in_a_noisy_ensem
     """pipelines/smollm2_learning's arms at seconds scale: the noisy three-member cell gives the training
     verifier three independently flipped members under both methods, and the report declares
     robust_vs_baseline with greedy accuracy beside every pass@1 row."""
-    study = yaml.safe_load(LEARNING_STUDY.read_text())
-    (project / "study.yaml").write_text(yaml.safe_dump({**study, "seeds": [0, 1], "primary_replicates": 2,
-                                                                "small_n_reason": "budget: a seconds-scale test"}))
     params = yaml.safe_load((project / "params.yaml").read_text())  # one member, as the study's params.yaml
     params["verifier"]["members"] = [{"name": "m0", "checker": "clean", "corrupted": True}]
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    scale = [s for s in SECONDS_SCALE if not s.startswith("verifier.members=")]
-
-    def _run(*args: str) -> str:
-        return _run_at(*args, scale=scale)
-
-    _run("payoff", "--study", "study.yaml", "--prompts", "4", "--honest-samples", "1", "--out", "results/payoff.json",
-         "--allow-unpayable")
-    for seed in (0, 1):
-        _run("condition", "--method", "base", "--study", "study.yaml", "--cell", "blind", "--set", f"seed={seed}",
-             "--out", f"results/blind/base-s{seed}")
-        _run("condition", "--method", "baseline", "--study", "study.yaml", "--cell", "clean", "--set", f"seed={seed}",
-             "--out", f"results/reference/baseline-clean-s{seed}")
-        for cell, method in (("flip0.4", "baseline"), ("blind", "baseline"), ("noisy3", "baseline"), ("noisy3", "robust")):
-            _run("condition", "--method", method, "--study", "study.yaml", "--cell", cell, "--set", f"seed={seed}",
-                 "--payoff", "results/payoff.json", "--out", f"results/{cell}/{method}-s{seed}")
-    _run("report", "--study", "results", "--out", "reports")
+    _run_study(project, LEARNING_STUDY, [("flip0.4", "baseline"), ("blind", "baseline"), ("noisy3", "baseline"),
+                                         ("noisy3", "robust")],
+               scale=[s for s in SECONDS_SCALE if not s.startswith("verifier.members=")])
 
     run_config = yaml.safe_load((project / "cache/artifacts/runs/robust-noisy3-s0/config.yaml").read_text())
     assert [m["name"] for m in run_config["verifier"]["members"]] == ["m0", "m1", "m2"]
