@@ -35,11 +35,13 @@ class Rates:
 
 
 MEASURED = {
-    # 2-core AMD EPYC with avx512f, the study's lanes (pipelines/smollm2_study/README.md, "Cost"): a warm
-    # start of 40 x 8 solutions about 730 s, 20 GRPO steps of 32 x 64 about 370 s, an evaluation of 1,000
-    # completions x 64 about 320 s.
-    "smollm2-135m-instruct": Rates(sft_example=730 / (40 * 8), grpo_token=370 / (20 * 32 * 64),
-                                   eval_token=320 / (1000 * 64), load=20.0),
+    # 2-core AMD EPYC with avx512f and avx512_bf16, two one-thread lanes (pipelines/smollm2_learning's
+    # pilots, 2026-12-06, the quiet stretches of their logs): a warm start of 40 x 8 solutions about 720 s,
+    # a GRPO step of 32 completions x 64 tokens about 23 s, an evaluation of 500 completions x 64 (100
+    # prompts x 4 + greedy) about 205 s. The 20-step study's lanes (pipelines/smollm2_study) had given
+    # 18.5 s a step and 320 s per 1,000 completions, with other work beside them at times.
+    "smollm2-135m-instruct": Rates(sft_example=720 / (40 * 8), grpo_token=23 / (32 * 64),
+                                   eval_token=205 / (500 * 64), load=20.0),
 }
 
 
