@@ -73,7 +73,7 @@ def test_the_pilots_summary_pairs_each_checkpoint_with_the_warm_start(project: P
 def _point(setting: str, step: int, gain: float, greedy: float = 0.0, per_step: float = 10.0):
     from hackable_rl.report.pilots import CurvePoint
 
-    return CurvePoint(setting, 0, step, 0.3 + gain, gain, 0.02, gain, 0.4, greedy, 0.03, None, None, per_step,
+    return CurvePoint(setting, 0, step, 0.3 + gain, gain, 0.02, gain, 0.4, greedy, 0.03, None, None, None, per_step,
                       step * per_step, 100)
 
 

@@ -43,8 +43,12 @@ class CurvePoint:
     greedy: float | None
     greedy_change: float | None
     greedy_se: float | None
+    train_reward: float | None
+    """The training reward over the WINDOW_STEPS steps up to `step` (signals.csv; against the clean member,
+    its verdict: the judge's strict reading of the same completions)."""
     train_correctness: float | None
-    """Judge correctness of the training samples over the WINDOW_STEPS steps up to `step`."""
+    """The judge's correctness of the training samples over those steps (curve.csv, written where a study
+    names a flaw; None otherwise)."""
     entropy: float | None
     """Mean token entropy of the training samples over those steps."""
     seconds_per_step: float
@@ -139,7 +143,8 @@ def curve_points(pilots: PilotsFile, folder: Path, setting: str, seed: int) -> l
             transfer[0] if transfer else None,
             sum(greedy_values) / len(greedy_values) if greedy_values else None,
             greedy[0] if greedy else None, greedy[1] if greedy else None,
-            _window(pilot, "curve.csv", "correctness", int(step)), _window(pilot, "signals.csv", "entropy", int(step)),
+            _window(pilot, "signals.csv", "reward", int(step)), _window(pilot, "curve.csv", "correctness", int(step)),
+            _window(pilot, "signals.csv", "entropy", int(step)),
             per_step, int(step) * per_step, len(trained)))
     return points
 
@@ -187,7 +192,7 @@ def _plot(table: pd.DataFrame, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     panels = (("gain", "validation pass@1 gain over the warm start"), ("greedy_change", "greedy accuracy change"),
-              ("train_correctness", f"training judge correctness (last {WINDOW_STEPS} steps)"),
+              ("train_reward", f"training reward (last {WINDOW_STEPS} steps)"),
               ("entropy", "training token entropy"))
     figure, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6))
     for (setting, seed), rows in table.groupby(["setting", "seed"], sort=False):
