@@ -59,15 +59,7 @@ def last_resumable(run_dir: Path, before_step: int | None = None) -> tuple[Path,
     `abandoned/resume/`, with one warning line, and the run resumes from the one before: the steps
     after it are abandoned exactly as after a kill.
     """
-    folder = resume_dir(run_dir)
-    if not folder.exists():
-        return None
-    candidates = sorted(
-        ((int(c.name.split("-")[-1]), c) for c in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
-         if c.is_dir() and c.name.split("-")[-1].isdigit()),
-        reverse=True,
-    )
-    for step, candidate in candidates:
+    for step, candidate in resumable_candidates(run_dir):
         if before_step is not None and step >= before_step:
             continue
         if not (candidate / TRAINER_STATE_NAME).is_file():
@@ -78,6 +70,16 @@ def last_resumable(run_dir: Path, before_step: int | None = None) -> tuple[Path,
             return candidate, step
         _set_aside(run_dir, candidate, f"is corrupt ({problem})")
     return None
+
+
+def resumable_candidates(run_dir: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every `checkpoint-<step>` folder in the run's resume folder, newest first; read only
+    (whether each is intact is `last_resumable`'s to decide)."""
+    folder = resume_dir(run_dir)
+    if not folder.exists():
+        return []
+    return sorted(((int(c.name.split("-")[-1]), c) for c in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+                   if c.is_dir() and c.name.split("-")[-1].isdigit()), reverse=True)
 
 
 def _set_aside(run_dir: Path, checkpoint: Path, why: str) -> None:

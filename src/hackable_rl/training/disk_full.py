@@ -17,7 +17,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.training.checkpoints import resume_dir
+from transformers.trainer import TRAINER_STATE_NAME
+
+from hackable_rl.training.checkpoints import resumable_candidates
 
 __all__ = ["NO_SPACE", "is_no_space", "no_space_problem"]
 
@@ -74,10 +76,8 @@ def _folder_size(folder: Path) -> int:
 
 def _last_intact(run_dir: Path) -> tuple[int, Path] | None:
     """The newest resumable checkpoint the Trainer finished (its trainer_state.json written last), read only."""
-    folder = resume_dir(run_dir)
-    finished = [(int(path.name.rsplit("-", 1)[1]), path) for path in folder.glob("checkpoint-*")
-                if path.name.rsplit("-", 1)[1].isdigit() and (path / "trainer_state.json").is_file()]
-    return max(finished, default=None)
+    return next(((step, path) for step, path in resumable_candidates(run_dir)
+                 if (path / TRAINER_STATE_NAME).is_file()), None)
 
 
 def no_space_problem(run_dir: Path) -> str:
