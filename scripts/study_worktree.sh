@@ -3,6 +3,8 @@
 # that work on the checkout never changes the code under a running study. The worktree uses this
 # checkout's .venv with the worktree's own sources first on the path. In the background; the log and the
 # worktree's path are printed. Copy each finished condition's folder (and dvc.lock) back and commit it.
+# Every worktree shares this checkout's DVC cache (.dvc/cache), so a later worktree (a later commit of the
+# study) restores what an earlier one made, warm starts included, instead of making it again.
 #
 #   scripts/study_worktree.sh pipelines/smollm2_learning 'warmstart@0' 'pilot@lr1e-3-all30-0'
 set -euo pipefail
@@ -13,6 +15,8 @@ study="${1:?usage: scripts/study_worktree.sh PIPELINE_FOLDER STAGE_GLOB...}"; sh
 commit="$(git -C "$root" rev-parse --short HEAD)"
 tree="$(dirname "$root")/$(basename "$study")-$commit"
 [ -d "$tree" ] || git -C "$root" worktree add --detach "$tree" "$commit" >/dev/null
+mkdir -p "$root/.dvc/cache"
+[ -e "$tree/.dvc/cache" ] || ln -s "$root/.dvc/cache" "$tree/.dvc/cache"
 log="$tree/$study/lanes.log"
 cd "$tree/$study"
 PYTHONPATH="$tree/src" PATH="$root/.venv/bin:$PATH" nohup hackable-rl lanes "$@" >"$log" 2>&1 &
