@@ -9,12 +9,14 @@ conservative aggregation (`min` instead of `verifier.aggregation`), and the atte
 formula is not. A shaped reward of 0 attenuates; GRPO still centres rewards within a group, so it
 does not promise a zero gradient weight.
 
-A shaping variant is a method of its own in one file that calls `shape` (or `robust_reward`) and
-changes what it needs (docs/extending.md, "A shaping variant"; tests/plugins/shaping_plugin.py).
+A shaping variant is a method of its own in one file that calls `robust` with the one ingredient it
+changes (`penalised`: how U enters the penalty) and so keeps every setting (docs/extending.md, "A
+shaping variant"; tests/plugins/shaping_plugin.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,8 +28,8 @@ from hackable_rl.core.registry import register_method
 from hackable_rl.verifiers.ensemble import Disagreement, aggregate
 from hackable_rl.verifiers.training_verifier import EnsembleRewards
 
-__all__ = ["DEFAULT_SHAPING", "ShapedRewards", "ShapingSettings", "attenuation", "robust", "robust_reward", "shape",
-           "shape_ensemble"]
+__all__ = ["DEFAULT_SHAPING", "ShapedRewards", "ShapingSettings", "attenuation", "linear", "robust", "robust_reward",
+           "shape", "shape_ensemble"]
 
 
 class ShapingSettings(BaseModel):
@@ -62,12 +64,22 @@ def attenuation(u: np.ndarray, mode: str, k: float = 1.0) -> np.ndarray:
     raise ValueError(f"unknown attenuation {mode!r}; valid: none, linear, exp")
 
 
+def linear(u: np.ndarray) -> np.ndarray:
+    """U as it is: the robust shaping's penalty is lambda * U."""
+    return u
+
+
+Penalised = Callable[[np.ndarray], np.ndarray]
+"""How U enters the disagreement penalty, lambda * penalised(U) (`linear` for robust)."""
+
+
 def robust_reward(
-    reward: np.ndarray, u: np.ndarray, mean_confidence: np.ndarray, robust: ShapingSettings
+    reward: np.ndarray, u: np.ndarray, mean_confidence: np.ndarray, robust: ShapingSettings,
+    penalised: Penalised = linear,
 ) -> np.ndarray:
     """The shaped reward [N] from the aggregate, U and the mean confidence (NaN stays NaN)."""
     confidence = mean_confidence if robust.confidence_weighting else np.ones_like(reward)
-    penalty = robust.disagreement_lambda * u if robust.disagreement_penalty else np.zeros_like(reward)
+    penalty = robust.disagreement_lambda * penalised(u) if robust.disagreement_penalty else np.zeros_like(reward)
     return attenuation(u, robust.attenuation, robust.attenuation_k) * (reward * confidence - penalty)
 
 
@@ -82,12 +94,13 @@ class ShapedRewards:
 
 
 def shape(
-    rewards: np.ndarray, confidences: np.ndarray, spread: Disagreement, aggregation: str, robust: ShapingSettings
+    rewards: np.ndarray, confidences: np.ndarray, spread: Disagreement, aggregation: str, robust: ShapingSettings,
+    penalised: Penalised = linear,
 ) -> ShapedRewards:
     """Robust shaping of a batch: aggregate (conservatively if asked), then shape."""
     method = "min" if robust.conservative_aggregation else aggregation
     base = aggregate(rewards, confidences, method)
-    return ShapedRewards(aggregate=base, shaped=robust_reward(base, spread.u, spread.mean_confidence, robust))
+    return ShapedRewards(aggregate=base, shaped=robust_reward(base, spread.u, spread.mean_confidence, robust, penalised))
 
 
 DEFAULT_SHAPING = ShapingSettings()
@@ -100,6 +113,9 @@ def shape_ensemble(ensemble: EnsembleRewards, aggregation: str, settings: Shapin
 
 
 @register_method("robust", settings=ShapingSettings)
-def robust(ensemble: EnsembleRewards, config, settings: ShapingSettings) -> np.ndarray:
-    """The robust-shaped reward of the batch under this run's settings."""
-    return shape_ensemble(ensemble, config.verifier.aggregation, settings).shaped
+def robust(ensemble: EnsembleRewards, config, settings: ShapingSettings, penalised: Penalised = linear) -> np.ndarray:
+    """The robust-shaped reward of the batch under this run's settings (a variant passes its own
+    `penalised`, and keeps every setting)."""
+    shaped = shape(ensemble.rewards, ensemble.confidences, ensemble.spread, config.verifier.aggregation, settings,
+                   penalised)
+    return shaped.shaped
