@@ -1,17 +1,31 @@
-"""Generation records as MLflow traces: one trace per training step, one span per completion.
+"""Generation records as MLflow traces: per step, one trace of the step and one trace per completion.
 
-Why one trace per step, not one per completion: the UI's Traces tab lists traces (one row per
-step here, filterable by `step` and by how many completions each verdict has), and a trace's span
-tree lists its completions by verdict (`PAID-WRONG #12`), each span showing prompt, full
-completion, every member's verdict, the aggregate reward, the advantage and the judge's verdict on
-one screen. A trace per completion would let the list filter by verdict directly, but MLflow 3.17
-stores a trace with its assessments in about 20 ms (`benchmarks/bench_generation_traces.py`): 64 of
-them take 60% of a main-job step. A step's trace, sent with the other steps of its checkpoint, takes
-about 1% of one (its spans in one file, `write_traces`).
+    step 00012                 the step: one span per completion, named by its verdict (`PAID-WRONG #3`,
+                               the hacks first), its assessment `paid_but_wrong` counting them
+    step 00012 #3, #4, ...     each completion: its span, and its verdicts as assessments (the judge's
+                               `judge`, the verifier's `verifier` and `verifier.<member>` pay, the
+                               expectation `reference`: `tracking/assessments.py`)
 
-Trace and span ids are derived from (run id, step, index), so writing a step again (after a resume,
-from `hackable-rl sync`) replaces its trace instead of adding a second one. The run folder's
-`generations/step-XXXXX.jsonl` stays the source of truth; a trace is a view of it.
+Why a trace per completion carries the assessments, not a span of the step's trace: MLflow's trace table
+lists traces, shows each assessment name as a column of its trace's row and filters rows by assessment
+value. Assessments on the spans of one step trace would all land on that one row (a filter could only
+keep or drop the whole step); on a trace per completion, `judge = false` and `verifier >= 0.5` with the
+tag `group = step 00012` leave exactly the step's paid-but-wrong completions, in the UI and in
+`mlflow.search_traces` (`assessments.paid_but_wrong_filter`). The step's trace stays for reading a step
+on one screen, and carries only its summary, under a name no completion uses, so the filters never
+match it.
+
+Why cheaply: MLflow's API stores a trace with its assessments in about 20 ms (one transaction each,
+`benchmarks/bench_generation_traces.py`): 64 completions would take 60% of a main-job step. So a flush's
+traces go to a database store in one transaction of bulk INSERTs, and each trace's spans as one JSON
+file in its artifact folder, which the UI reads when the trace is opened (`tracking/trace_store.py`;
+the store's span table would cost about 1 ms a span). The price of the span files: the Traces list's
+full-text search, which matches span text in the store, finds none of these; every tag and assessment
+filter works. `benchmarks/bench_assessments.py` measures a step's logging against a tiny-policy step.
+
+Trace and span ids are derived from (run id, trace name, index), and a trace the store already holds
+is replaced, so writing a step again (after a resume, from `hackable-rl sync`) adds nothing. The run
+folder's `generations/step-XXXXX.jsonl` stays the source of truth; a trace is a view of it.
 """
 
 from __future__ import annotations
@@ -22,30 +36,28 @@ import json
 from collections import Counter
 from typing import Any
 
-# The verdict of a completion, from the training verifier's reward (paid: >= 0.5, the threshold every
-# false-positive rate here uses) and the independent judge; the label leads each span's name.
-PASS_THRESHOLD = 0.5
-VERDICTS = {
-    (True, False): "PAID-WRONG",  # the hack: the verifier paid, the judge says wrong
-    (False, True): "UNPAID-RIGHT",
-    (True, True): "PAID-RIGHT",
-    (False, False): "UNPAID-WRONG",
-}
-UNJUDGED = "UNJUDGED"
-SPAN_ORDER = ("PAID-WRONG", "UNPAID-RIGHT", "PAID-RIGHT", "UNPAID-WRONG", UNJUDGED)
-"""The order of a step's spans: the hack first, then the verifier's other mistake, then the rest (a
-span keeps its completion's index in its name)."""
+from hackable_rl.tracking.assessments import completion_assessments, step_assessments
+from hackable_rl.tracking.trace_store import TraceToStore, store_traces
+from hackable_rl.tracking.verdicts import (
+    GROUP_TAG,
+    PASS_THRESHOLD,
+    SPAN_ORDER,
+    UNJUDGED,
+    VERDICTS,
+    step_trace_name,
+    verdict_of,
+)
+
+__all__ = ["PASS_THRESHOLD", "SPAN_ORDER", "UNJUDGED", "VERDICTS", "span_outputs", "step_trace",
+           "step_trace_name", "verdict_of", "write_traces"]
+
+_PREVIEW = 1000
+"""Characters of a trace's request and response previews (MLflow's columns hold 1,000)."""
+_COMPLETION_TAGS = ("step", "decoding", "run_name")
+"""The step's tags a completion's trace repeats, beside its group and verdict."""
 
 # What a span shows under Outputs besides the completion: the verdicts, in reading order.
 _OUTCOME_FIELDS = ("reward", "advantage", "correct", "reason", "parsed", "strict", "optimised_reward", "final_reward")
-
-
-def verdict_of(row: dict[str, Any]) -> str:
-    """PAID-WRONG, PAID-RIGHT, UNPAID-RIGHT, UNPAID-WRONG, or UNJUDGED (no reward or no judgement)."""
-    reward, correct = row.get("reward"), row.get("correct")
-    if reward is None or correct is None:
-        return UNJUDGED
-    return VERDICTS[(reward >= PASS_THRESHOLD, bool(correct))]
 
 
 def span_outputs(row: dict[str, Any]) -> dict[str, Any]:
@@ -102,9 +114,9 @@ def _span(trace_id: str, span_id: bytes, parent: bytes | None, name: str, time_n
 def step_trace(
     run_id: str, experiment_id: str, name: str, rows: list[dict[str, Any]], tags: dict[str, str], time_ms: int
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """The TraceInfo and spans (stored form) of one trace: a root span `name` whose output counts the verdicts,
-    and one child span per row (`<VERDICT> #<index>`, grouped in SPAN_ORDER), inputs the prompt, outputs
-    `span_outputs`."""
+    """The TraceInfo and spans (stored form) of a step's trace: a root span `name` whose output counts the
+    verdicts, and one child span per row (`<VERDICT> #<index>`, grouped in SPAN_ORDER), inputs the prompt,
+    outputs `span_outputs`."""
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
     trace_id = trace_id_of(run_id, name)
@@ -112,56 +124,85 @@ def step_trace(
     summary = {verdict: counts.get(verdict, 0) for verdict in [*VERDICTS.values(), UNJUDGED]}
     root_id, time_ns = _digest(f"{trace_id}/root", 8), time_ms * 1_000_000
     spans = [_span(trace_id, root_id, None, name, time_ns, {**tags, "completions": len(rows)}, summary)]
-    for index, row in sorted(enumerate(rows), key=lambda pair: SPAN_ORDER.index(verdict_of(pair[1]))):
-        inputs = {"prompt_id": row.get("prompt_id"), "prompt": row.get("prompt"), "reference": row.get("reference")}
+    for index, row in _in_span_order(rows):
         spans.append(_span(trace_id, _digest(f"{trace_id}/{index}", 8), root_id, f"{verdict_of(row)} #{index}",
-                           time_ns, inputs, span_outputs(row)))
+                           time_ns, _span_inputs(row), span_outputs(row)))
     info = TraceInfo(
         trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id), request_time=time_ms,
         state=TraceState.OK, execution_duration=0, request_preview=f"{name} of {tags.get('run_name', run_id)}",
         response_preview=" · ".join(f"{verdict} {count}" for verdict, count in summary.items()),
-        trace_metadata={"mlflow.sourceRun": run_id, "mlflow.trace_schema.version": "3"},
+        trace_metadata=_metadata(run_id),
         tags={**tags, "mlflow.traceName": name, **{verdict.lower(): str(count) for verdict, count in summary.items()}},
     )
     return info, spans
 
 
-def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str, Any]], dict[str, str]]]) -> list[str]:
-    """Stores each (name, rows, tags) as the trace `name` of the run, replacing an earlier one of that
-    name; returns their ids.
+def completion_trace(run_id: str, experiment_id: str, name: str, index: int, row: dict[str, Any],
+                     tags: dict[str, str], time_ms: int) -> TraceToStore:
+    """The trace `<name> #<index>` of one completion: one span (`<VERDICT> #<index>`: prompt in, completion
+    and verdicts out), its verdicts as assessments on that span, tagged with its step's trace (`group`)."""
+    from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
-    Each trace is its row in the store (name, previews, tags: what the Traces list shows and filters
-    on) and one JSON file of spans in the trace's artifact folder, which the UI reads when a trace is
-    opened. Why not the store's span table (`log_spans`): it costs about 1 ms a span (a SQL row each,
-    and MLflow's per-span translation), 4.4% of a main-job step against 1.0% for one file per step
-    (`benchmarks/bench_generation_traces.py`). The price: the Traces list's search box matches span
-    text in the store, so it finds none of these; the list's tag filters (`step`, verdicts) do."""
+    own_name, verdict = f"{name} #{index}", verdict_of(row)
+    trace_id, span_id = trace_id_of(run_id, own_name), _digest(f"{run_id}/{name}/{index}", 8)
+    span = _span(trace_id, span_id, None, f"{verdict} #{index}", time_ms * 1_000_000, _span_inputs(row),
+                 span_outputs(row))
+    shown = {key: tags[key] for key in _COMPLETION_TAGS if key in tags}
+    info = TraceInfo(
+        trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id), request_time=time_ms,
+        state=TraceState.OK, execution_duration=0, request_preview=str(row.get("prompt"))[:_PREVIEW],
+        response_preview=str(row.get("completion"))[:_PREVIEW], trace_metadata=_metadata(run_id),
+        tags={**shown, "mlflow.traceName": own_name, GROUP_TAG: name, "verdict": verdict},
+    )
+    return TraceToStore(info, [span], completion_assessments(row), span_id.hex())
+
+
+def _span_inputs(row: dict[str, Any]) -> dict[str, Any]:
+    return {"prompt_id": row.get("prompt_id"), "prompt": row.get("prompt"), "reference": row.get("reference")}
+
+
+def _metadata(run_id: str) -> dict[str, str]:
+    """What lists a trace under its run's Traces tab."""
+    return {"mlflow.sourceRun": run_id, "mlflow.trace_schema.version": "3"}
+
+
+def _in_span_order(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(index, row), the hacks first (SPAN_ORDER), each keeping its index among the step's rows."""
+    return sorted(enumerate(rows), key=lambda pair: SPAN_ORDER.index(verdict_of(pair[1])))
+
+
+def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str, Any]], dict[str, str]]]) -> list[str]:
+    """Stores each (name, rows, tags) as the run's trace `name` and one trace per row (`name #i`),
+    replacing earlier ones of those names; returns the ids of the step traces.
+
+    Times: within a flush, each step's completions and then the step's trace a millisecond apart, steps
+    ascending. The Traces list, newest first, then shows each step's trace above its completions, the
+    hacks first among them, and a flush's latest step on top."""
     import time
 
     from mlflow.tracing.client import TracingClient
 
     experiment_id = client.get_run(run_id).info.experiment_id
-    tracing = TracingClient(client.tracking_uri)
-    now_ms = int(time.time() * 1000)
-    # A millisecond apart in the order sent (steps ascending): the Traces list, newest first, then
-    # shows each flush's latest step on top, so a run's last step is among the first rows.
-    built = [step_trace(run_id, experiment_id, name, rows, tags, now_ms + position)
-             for position, (name, rows, tags) in enumerate(traces)]
-    if built:  # a step sent again (a resume, `sync`): the store holds each trace once
-        tracing.delete_traces(experiment_id, trace_ids=[info.trace_id for info, _ in built])
-    for info, spans in built:
-        _upload_spans(tracing.start_trace(info), spans)
-    return [info.trace_id for info, _ in built]
+    clock = int(time.time() * 1000)
+    built: list[TraceToStore] = []
+    step_ids: list[str] = []
+    for name, rows, tags in traces:
+        for offset, (index, row) in enumerate(reversed(_in_span_order(rows))):
+            built.append(completion_trace(run_id, experiment_id, name, index, row, tags, clock + offset))
+        clock += len(rows)
+        info, spans = step_trace(run_id, experiment_id, name, rows, tags, clock)
+        paid_wrong = sum(verdict_of(row) == "PAID-WRONG" for row in rows)
+        built.append(TraceToStore(info, spans, step_assessments(paid_wrong, len(rows))))
+        step_ids.append(info.trace_id)
+        clock += 1
+    if built:
+        store_traces(TracingClient(client.tracking_uri), experiment_id, built)
+    return step_ids
 
 
 def _upload_spans(stored_info: Any, spans: list[dict[str, Any]]) -> None:
-    """The trace's spans as its data file, where the store's answer to `start_trace` says it lives."""
+    """A trace's spans as its data file, where the store's answer to `start_trace` says it lives."""
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
     from mlflow.tracing.utils.artifact_utils import get_artifact_uri_for_trace
 
     get_artifact_repository(get_artifact_uri_for_trace(stored_info)).upload_trace_data(json.dumps({"spans": spans}))
-
-
-def step_trace_name(step: int) -> str:
-    """`step 00100`: zero-padded, so the list's name order is step order."""
-    return f"step {step:05d}"
