@@ -142,6 +142,12 @@ def test_the_payoff_stage_finds_the_blind_spot_identities_and_the_identical_arm_
     (lambda text: text + "primary_replicates: 3\n",
      "primary_replicates: 3 is below the spec's 5; declare why in small_n_reason, or run 5"),
     (lambda text: text + "primary_replicates: 1\nsmall_n_reason: budget\n", "primary_replicates: got 1 (int); expected greater than or equal to 2"),
+    (lambda text: text + "deviations: [{change: affine_twins_out_of_holm, reason: seen after the data}]\n",
+     "deviations.0.date: required key is missing"),
+    (lambda text: text + "deviations: [{date: '2026-12-06', change: affine_twins_out_of_holm}]\n",
+     "deviations.0.reason: required key is missing"),
+    (lambda text: text + "deviations: [{date: '2026-12-06', change: affine_twins_out_of_holm, reason: ' '}]\n",
+     "deviations.0.reason: say why the analysis changed"),
 ])
 def test_validate_refuses_a_study_without_its_declarations_in_one_line(project, fresh_logging, change, field) -> None:
     (project / "study.yaml").write_text(change(BLIND_SPOTS))
