@@ -1,7 +1,7 @@
 """Adds the machine record to committed result files written before stages recorded it.
 
 Every model-running stage now writes `machine` (`core.numerics.machine_record`) into condition.json,
-eval.json and warmstart.json. The files committed before that get the record from the source that
+eval.json, warmstart.json and payoff.json (the payoff stage samples the base policy for honest work). The files committed before that get the record from the source that
 holds it, marked `recorded_afterwards_from` with that source:
 
 - a condition whose training run's MLflow store is in this checkout: the run's `environment.json`
@@ -91,7 +91,8 @@ def record_for(path: Path, data: dict) -> object:
 def result_files(root: Path) -> list[Path]:
     files = [*root.glob("pipelines/*/results/**/condition.json"), *root.glob("pipelines/*/metrics/warmstart/*/warmstart.json"),
              *root.glob("metrics/warmstart/*/warmstart.json"), *root.glob("metrics/*/s*/eval.json"),
-             *root.glob("pipelines/*/pilots/**/condition.json"), *root.glob("benchmarks/**/condition.json")]
+             *root.glob("pipelines/*/pilots/**/condition.json"), *root.glob("benchmarks/**/condition.json"),
+             *root.glob("pipelines/*/results/payoff.json")]
     return sorted(set(files))
 
 

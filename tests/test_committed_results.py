@@ -33,8 +33,8 @@ def test_a_folder_no_stage_owns_and_a_curve_beside_an_untrained_arm_are_stale(tm
 
 
 def test_every_committed_result_file_says_which_machine_made_it() -> None:
-    """condition.json, eval.json and warmstart.json carry `machine`: the record a stage writes
-    (`core.numerics.machine_record`), one recorded afterwards with its source
+    """condition.json, eval.json, warmstart.json and payoff.json carry `machine`: the record a stage
+    writes (`core.numerics.machine_record`), one recorded afterwards with its source
     (scripts/record_machines.py), or "machine not recorded" (compare.json, with the reason)."""
     import json
     import subprocess
@@ -45,10 +45,24 @@ def test_every_committed_result_file_says_which_machine_made_it() -> None:
     # every committed file of these names, anywhere: results, pilots, benchmarks, the main job's metrics; not
     # two warm-start records of an earlier design (a single warm start per study) that dvc.lock still hashes
     earlier_design = {"pipelines/corruption_sweep/metrics/warmstart.json", "pipelines/flawed_verifier/metrics/warmstart.json"}
-    names = ("condition.json", "eval.json", "warmstart.json", "compare.json")
+    names = ("condition.json", "eval.json", "warmstart.json", "compare.json", "payoff.json")
     files = [root / name for name in tracked.split("\0") if name.endswith(names) and name not in earlier_design]
     assert len(files) > 250
     for path in files:
         record = json.loads(path.read_text()).get("machine")
         assert str(record).startswith("machine not recorded") or (isinstance(record, dict) and (
             "recorded_afterwards_from" in record or {"cpu", "flags", "dispatch", "torch_threads", "torch"} <= set(record))), path
+
+
+def test_a_payoff_table_names_the_machine_that_sampled_it_or_says_why_not(tmp_path: Path) -> None:
+    """The payoff stage samples the base policy for honest work: that table carries the machine record;
+    one priced without samples (canonical completions only) carries the constant note."""
+    from hackable_rl.core.numerics import MACHINE_KEY
+    from hackable_rl.pricing.payoff import NOT_SAMPLED, PayoffCell, write_payoff
+
+    pays = {"strict_correct": 1.0, "strict_wrong": 0.0}
+    sampled = write_payoff(tmp_path / "sampled.json", [PayoffCell(None, 0.2, "baseline", pays, honest=0.4)])
+    priced = write_payoff(tmp_path / "priced.json", [PayoffCell(None, 0.2, "baseline", pays)])
+    assert {"cpu", "flags", "dispatch", "torch_threads", "torch"} <= set(json.loads(sampled.read_text())[MACHINE_KEY])
+    assert json.loads(priced.read_text())[MACHINE_KEY] == NOT_SAMPLED
+    assert NOT_SAMPLED.startswith("machine not recorded")

@@ -26,6 +26,7 @@ from typing import Any
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import apply_overrides, validate_config
 from hackable_rl.core.jsonl import write_json
+from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.core.registry import CHECKERS, Exploit
 from hackable_rl.core.stats import mean
 from hackable_rl.data.prepare import read_prepared
@@ -337,16 +338,25 @@ def format_payoff(cells: list[PayoffCell]) -> list[str]:
     return [*lines, f"* pays more than {what} (mean final training reward over the sampled prompts)"]
 
 
+NOT_SAMPLED = ("machine not recorded: canonical completions priced without a model (no base-policy samples), so "
+               "every machine writes the same bytes")
+"""payoff.json's `machine` where no model was sampled: why it names none (as compare.json's note does)."""
+
+
 def write_payoff(path: Path, cells: list[PayoffCell], member_rates: Mapping[str, Any] | None = None,
                  identities: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """payoff.json: every cell with its pays and paying exploits (and, with base samples, honest
     work, the exploits that beat it, and each flawed checker's measured rates); for a cell study, the
-    arms identical by construction (`pricing.identities`), which its conditions do not train."""
+    arms identical by construction (`pricing.identities`), which its conditions do not train; and
+    `machine`: the machine that sampled the base policy (`core.numerics.machine_record`), or, where
+    nothing was sampled, why it names none."""
     rows = [_cell_row(c) for c in cells]
     names = list(cells[0].pays) if cells else list(HONEST)
     document = {"completions": names, "exploits": [name for name in names if name not in HONEST], "cells": rows}
     document |= {"member_rates": member_rates} if member_rates else {}
-    write_json(path, document | ({"identical_arms": list(identities)} if identities is not None else {}))
+    document |= {"identical_arms": list(identities)} if identities is not None else {}
+    sampled = any(cell.honest is not None for cell in cells)
+    write_json(path, document | {MACHINE_KEY: machine_record() if sampled else NOT_SAMPLED})
     return path
 
 
