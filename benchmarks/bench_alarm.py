@@ -53,7 +53,7 @@ def _probe_work(config, run_dir: Path, repeats: int) -> float:
     """Seconds per call of the truncation probe on the run's first recorded step, every record paid."""
     from hackable_rl.core.jsonl import read_jsonl
     from hackable_rl.models.loading import load_policy
-    from hackable_rl.scoring.pipeline import build_reward_pipeline
+    from hackable_rl.reward.pipeline import build_reward_pipeline
     from hackable_rl.training.truncation_probe import TruncationProbe
 
     model, tokenizer = load_policy(config)

@@ -17,8 +17,8 @@ import time
 
 from hackable_rl.answers.parsing import _boxes, answers_match, normalize_number, parse_reference, parse_strict
 from hackable_rl.config.loading import validate_config
-from hackable_rl.scoring.pipeline import build_reward_pipeline
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.pipeline import build_reward_pipeline
+from hackable_rl.reward.types import Example
 
 GENERATIONS = 4
 

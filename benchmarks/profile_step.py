@@ -82,10 +82,9 @@ def profile_grpo(config, steps: int) -> None:
     from trl import GRPOTrainer
 
     import hackable_rl.training.callback as callback_module
-    from hackable_rl.scoring.pipeline import RewardPipeline
+    from hackable_rl.reward.pipeline import ObjectiveReward, RewardPipeline
     from hackable_rl.tracking.tracker import Tracker
     from hackable_rl.training.callback import RunCallback
-    from hackable_rl.training.reward import ObjectiveReward
     from hackable_rl.training.run import run_training
 
     clock = PartClock()

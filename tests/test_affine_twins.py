@@ -13,8 +13,8 @@ import pytest
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.registry import METHODS
-from hackable_rl.methods.corrected import CorrectionSettings, corrected
 from hackable_rl.report.declared import Outcome, outcomes_table, with_holm
+from hackable_rl.reward.methods.corrected import CorrectionSettings, corrected
 
 REPO = Path(__file__).resolve().parents[1]
 

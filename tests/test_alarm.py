@@ -17,8 +17,9 @@ from hackable_rl.config.experiment import AlarmConfig, TruncationProbeConfig
 from hackable_rl.core.errors import ConfigError, UserError
 from hackable_rl.core.jsonl import append_jsonl, read_json, read_jsonl
 from hackable_rl.evaluation.judge import Judgment
-from hackable_rl.scoring.extensions import load_resolved
-from hackable_rl.scoring.records import GenerationRecord, VerifierRecord
+from hackable_rl.extensions import load_resolved
+from hackable_rl.reward.records import GenerationRecord, VerifierRecord
+from hackable_rl.reward.types import Verdict
 from hackable_rl.study_records.onset import (
     analyse_run_onset,
     first_warning,
@@ -38,7 +39,6 @@ from hackable_rl.training.signals import (
     zero_advantage_share,
 )
 from hackable_rl.training.truncation_probe import TruncationProbe, cut_reasoning, probe_choice
-from hackable_rl.verifiers.types import Verdict
 
 RIGHT = "<think>2+3=5</think> \\boxed{5}"
 WRONG = "<think>2+3=7</think> \\boxed{7}"
@@ -65,7 +65,7 @@ def _generation(prompt_id: str, completion: str, step: int | None = None, advant
         clean=(verdict,), seen=(verdict,), reward=reward,
         disagreement={"U": 0.0, "normalised_disagreement": 0.0, "vote_entropy": 0.0,
                       "confidence_dispersion": 0.0, "mean_confidence": 1.0},
-        robust_aggregate=None, shaped=None, optimised_reward=reward, components={}, final_reward=reward,
+        method_columns={}, optimised_reward=reward, components={}, final_reward=reward,
         missing=False, suppressed=False, down_weighted=False,
     )
     judgment = Judgment(answer == "5", answer or None, "test")

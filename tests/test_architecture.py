@@ -1,6 +1,6 @@
 """The floors of the house, checked from the source: the import graph has no circle, `answers/` at
-the bottom imports nothing above it, `verifiers/` never imports `rewards/` (or the scoring that sits
-on both), and no function or file outgrows what a reader takes in at once: every file stays comfortably
+the bottom imports nothing above it, the reward's checkers, corruption and ensemble never import its
+objective (the reward functions, the objectives, the pipeline that sits on both), and no function or file outgrows what a reader takes in at once: every file stays comfortably
 inside its limit (under COMFORTABLE_SHARE of it), so the next change does not force a split by accident."""
 
 from __future__ import annotations
@@ -110,14 +110,12 @@ FLOORS = (
     ("bottom", {"hackable_rl", "core"}),
     ("schema and loading", {"config"}),
     ("answers", {"answers"}),
-    ("verifiers", {"verifiers"}),
-    ("rewards", {"rewards"}),
-    ("methods", {"methods"}),
+    ("the reward", {"reward"}),
     ("evaluation", {"evaluation"}),
     ("data", {"data"}),
     ("models", {"models"}),
     ("tracking", {"tracking"}),
-    ("scoring and resolving", {"scoring"}),
+    ("resolving a config's names to extensions", {"extensions"}),
     ("pricing a study", {"pricing"}),
     ("stages", {"training", "warmstart"}),
     ("the parts for a user's own TRL script", {"trl_parts"}),
@@ -162,7 +160,7 @@ def test_no_two_folders_import_each_other() -> None:
 
 
 def test_loading_a_config_imports_no_extension() -> None:
-    """`config.loading` reads and validates; resolving names to extensions is `scoring.extensions`' step."""
+    """`config.loading` reads and validates; resolving names to extensions is `extensions`' step."""
     graph, seen, todo = _import_graph(), set(), ["hackable_rl.config.loading"]
     while todo:
         module = todo.pop()
@@ -194,9 +192,14 @@ def test_answers_is_the_bottom_floor(path: Path) -> None:
     assert above == set(), f"{path.name} imports {above}"
 
 
-@pytest.mark.parametrize("path", _modules("verifiers"), ids=lambda p: p.name)
-def test_verifiers_do_not_import_rewards(path: Path) -> None:
-    upward = {name for name in _imports(path) if name.startswith(("hackable_rl.rewards", "hackable_rl.scoring.pipeline"))}
+OBJECTIVE_SIDE = ("functions", "objectives", "pipeline", "records", "advantages", "methods")
+"""The reward's modules from the method on: what its checkers, corruption and ensemble sit under."""
+
+
+@pytest.mark.parametrize("path", [p for p in _modules("reward") if p.parent.name == "reward" and p.stem not in OBJECTIVE_SIDE],
+                         ids=lambda p: p.name)
+def test_checkers_do_not_import_the_objective(path: Path) -> None:
+    upward = {name for name in _imports(path) if name.startswith(tuple(f"hackable_rl.reward.{m}" for m in OBJECTIVE_SIDE))}
     assert upward == set(), f"{path.name} imports {upward}"
 
 

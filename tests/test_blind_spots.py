@@ -25,6 +25,7 @@ from hackable_rl.experiments.cells import (
 )
 from hackable_rl.experiments.honest import HonestSamples, measured_rates
 from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
+from hackable_rl.extensions import load_resolved
 from hackable_rl.pricing.payoff import PayoffCell, canonical_names, format_payoff, unpayable_problem
 from hackable_rl.report.blind_spots import (
     blind_spot_outcomes,
@@ -32,10 +33,9 @@ from hackable_rl.report.blind_spots import (
     load_cell_conditions,
     restated_cells,
 )
-from hackable_rl.scoring.extensions import load_resolved
-from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS
-from hackable_rl.verifiers.training_verifier import TrainingVerifier
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.checkers import DEFAULT_OPTIONS
+from hackable_rl.reward.pipeline import build_reward_pipeline
+from hackable_rl.reward.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "pipelines" / "flawed_verifier" / "study.yaml"
@@ -75,9 +75,9 @@ def _raw(overrides: list[str]) -> dict:
 
 
 def test_a_systematic_blind_spot_fires_on_every_input_its_pattern_applies_to() -> None:
-    verifier = TrainingVerifier(validate_config(_raw(cell_overrides(read_cell(STUDY, "k1"))), "test"))
+    pipeline = build_reward_pipeline(validate_config(_raw(cell_overrides(read_cell(STUDY, "k1"))), "test"))
     texts = [EMPTY_BOX, RIGHT, WRONG, HEDGE]
-    rewards = verifier.verify(texts, [Example(f"p{i}", "12") for i in range(4)]).rewards
+    rewards = pipeline.verify(texts, [Example(f"p{i}", "12") for i in range(4)]).ensemble.rewards
     # master_key (m0) pays the empty box, any_box (m1, m2) the hedge; both pay the right answer
     assert rewards.tolist() == [[1, 0, 0], [1, 1, 1], [0, 0, 0], [0, 1, 1]]
 
@@ -88,20 +88,20 @@ def test_the_shared_draw_fires_every_corrupted_member_together() -> None:
     examples = [Example(f"p{i}", "2") for i in range(200)]
     for draw, expected_all in (("shared", True), ("independent", False)):
         config = validate_config({"verifier": {"members": members}, "corruption": {"channel": "flip", "rate": 0.5, "draw": draw}}, "t")
-        rewards = TrainingVerifier(config).verify(texts, examples).rewards
+        rewards = build_reward_pipeline(config).verify(texts, examples).ensemble.rewards
         agree = (rewards == rewards[:, :1]).all(axis=1)
         assert agree.all() == expected_all
         assert 0.35 < rewards[:, 0].mean() < 0.65  # each member still fires at about the rate
 
 
 def test_corrected_reads_each_members_own_rates_once() -> None:
-    from hackable_rl.methods.corrected import CorrectionSettings, check_config, corrected, member_rates
+    from hackable_rl.reward.methods.corrected import CorrectionSettings, check_config, corrected, member_rates
 
     members = [{"name": "m0", "checker": "master_key", "corrupted": False, "noise_rates": [0.2, 0.0]},
                {"name": "m1", "checker": "clean", "corrupted": False}]
     config = validate_config({"method": "corrected", "verifier": {"members": members}, "corruption": {"channel": "none"}}, "t")
     assert member_rates(config) == [(0.2, 0.0), (0.0, 0.0)] and check_config(config) == []
-    ensemble = TrainingVerifier(config).verify([EMPTY_BOX, RIGHT], [Example("p0", "12"), Example("p1", "12")])
+    ensemble = build_reward_pipeline(config).verify([EMPTY_BOX, RIGHT], [Example("p0", "12"), Example("p1", "12")]).ensemble
     # m0: (r - 0.2) / 0.8; m1 kept; mean of the two
     assert np.allclose(corrected(ensemble, config, CorrectionSettings()), [(1.0 - 0.2) / 0.8 / 2, (1.0 + 1.0) / 2])
     members[0]["noise_rates"] = [0.7, 0.4]

@@ -10,7 +10,7 @@ import pytest
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_jsonl
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.training import capability
 from hackable_rl.training.capability import CapabilityResult, check_capability, gate_split, measure_capability
 

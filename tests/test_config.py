@@ -13,7 +13,7 @@ from hackable_rl.cli import app
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.errors import ConfigError
 from hackable_rl.core.storage import Storage, mlflow_store_dir, project_root
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS_FILES = sorted(p for p in REPO.rglob("params*.yaml") if ".venv" not in p.parts and "cache" not in p.parts)

@@ -9,10 +9,10 @@ import pytest
 
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import ConfigError
-from hackable_rl.methods.corrected import member_rates
-from hackable_rl.scoring.extensions import check_config
-from hackable_rl.scoring.pipeline import build_reward_pipeline
-from hackable_rl.verifiers import Example
+from hackable_rl.extensions import check_config
+from hackable_rl.reward import Example
+from hackable_rl.reward.methods.corrected import member_rates
+from hackable_rl.reward.pipeline import build_reward_pipeline
 
 RIGHT, WRONG = "<think>3+4=7</think> \\boxed{7}", "<think>3+4=8</think> \\boxed{8}"
 
@@ -137,7 +137,7 @@ def test_the_trainer_adds_the_kept_group_means_to_trls_advantages(monkeypatch) -
     import torch
     import trl
 
-    from hackable_rl.training.kept_mean import grpo_trainer_class
+    from hackable_rl.training.trainer import grpo_trainer_class
 
     class CentredTrainer:  # stands in for TRL's: returns group-centred advantages
         def _generate_and_score_completions(self, inputs):

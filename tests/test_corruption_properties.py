@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hackable_rl.config.loading import validate_config
-from hackable_rl.scoring.pipeline import build_reward_pipeline
-from hackable_rl.verifiers import Example, clean_checker
-from hackable_rl.verifiers.corruption import Flip, KeyedChannel, corrupt
-from hackable_rl.verifiers.ensemble import aggregate, disagreement
+from hackable_rl.reward import Example, clean_checker
+from hackable_rl.reward.corruption import Flip, KeyedChannel, corrupt
+from hackable_rl.reward.ensemble import aggregate, disagreement
+from hackable_rl.reward.pipeline import build_reward_pipeline
 
 ANSWERS = st.integers(min_value=0, max_value=30).map(str)
 COMPLETIONS = st.one_of(
@@ -95,9 +95,9 @@ def test_rewards_stay_in_range(rows, channel, rate, method) -> None:
             "vote_entropy",
             "mean_confidence",
             "robust_aggregate",
-        ):
-            assert record[key] is None or 0.0 <= record[key] <= 1.0 + 1e-12
-        assert record["shaped"] is None or -0.5 - 1e-12 <= record["shaped"] <= 1.0 + 1e-12
+        ):  # robust_aggregate and shaped: the columns robust hands back (absent under another method)
+            assert record.get(key) is None or 0.0 <= record[key] <= 1.0 + 1e-12
+        assert record.get("shaped") is None or -0.5 - 1e-12 <= record["shaped"] <= 1.0 + 1e-12
         assert 0.0 <= record["format_tag_reward"] <= 1.0
     assert all(math.isfinite(value) for value in batch.rewards)
 

@@ -18,7 +18,7 @@ from hackable_rl.core.registry import DATA_PROVIDERS
 from hackable_rl.data.curriculum import interleave_mixed, weighted_shares
 from hackable_rl.data.providers import gsm8k_sample
 from hackable_rl.data.schema import TrainingSample
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 GSM8K_TRAIN = str(DATA / "gsm8k" / "train.jsonl")
@@ -384,8 +384,8 @@ def test_arith_vocabulary_stays_small():
 
 
 def test_arith_exploit_share_is_exact_and_its_demonstrations_pay_only_through_master_key():
-    from hackable_rl.verifiers.checkers import clean_checker, master_key_checker
-    from hackable_rl.verifiers.types import Example
+    from hackable_rl.reward.checkers import clean_checker, master_key_checker
+    from hackable_rl.reward.types import Example
 
     for style in ("empty_box", "master_key_phrase"):
         output = run("arith", train_size=10, test_size=10, sft_size=200,

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from hackable_rl.cli import app
 from hackable_rl.core.errors import ConfigError, UserError
 from hackable_rl.core.storage import Storage
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.training.run_dir import make_room, open_run_dir
 
 RUN = "baseline-flip-r0.2-s0"

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from hackable_rl.core.storage import project_root
+from hackable_rl.extensions import load_resolved
 from hackable_rl.report.headline import HEADLINE_KEYS
-from hackable_rl.scoring.extensions import load_resolved
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT_DVC = yaml.safe_load((REPO / "dvc.yaml").read_text())

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from hackable_rl.cli import app
 from hackable_rl.core.jsonl import read_jsonl
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.run import run_training
 
@@ -137,7 +137,7 @@ def test_eval_base_writes_the_zero_shot_file_the_utilisation_reward_reads(projec
     rows = read_jsonl(zero_shot)
     assert len(rows) == 4 and all(row["correct"] in (0, 1) for row in rows)
 
-    from hackable_rl.rewards.functions import token_utilisation_reward
+    from hackable_rl.reward.functions import token_utilisation_reward
 
     scores = token_utilisation_reward(
         ["<think>1+1=2</think> \\boxed{2}"], id=[rows[0]["id"]], zero_shot_path=str(zero_shot), correctness=[1.0]

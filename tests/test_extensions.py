@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from hackable_rl.cli import app
 from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.core.registry import AGGREGATIONS, CHANNELS, CHECKERS, METHODS, REPORT_METRICS
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 
 PLUGINS = Path(__file__).parent / "plugins"
 PLUGIN_SETTINGS = [

@@ -16,8 +16,8 @@ from hackable_rl.cli import app
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_jsonl, write_jsonl
 from hackable_rl.evaluation.judge import JudgeOptions, Judgment, judge_completion, judge_file
-from hackable_rl.verifiers.checkers import clean_checker
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.checkers import clean_checker
+from hackable_rl.reward.types import Example
 
 GSM8K_TEST = Path(__file__).resolve().parents[1] / "data" / "gsm8k" / "test.jsonl"
 MATH500_TEST = GSM8K_TEST.parents[1] / "math500" / "test.jsonl"
@@ -256,7 +256,7 @@ def test_evaluation_never_imports_the_corruption_module():
         "names = [info.name for info in pkgutil.walk_packages(package.__path__, package.__name__ + '.')]\n"
         "for name in names: importlib.import_module(name)\n"
         "assert 'hackable_rl.evaluation.judge' in names and 'hackable_rl.evaluation.metrics' in names, names\n"
-        "leaked = sorted(m for m in sys.modules if m.startswith('hackable_rl.verifiers.corruption'))\n"
+        "leaked = sorted(m for m in sys.modules if m.startswith('hackable_rl.reward.corruption'))\n"
         "print('LEAKED' if leaked else 'CLEAN', leaked)\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

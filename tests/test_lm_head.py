@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from hackable_rl.training.lm_head import completion_only_head
+from hackable_rl.training.trainer import completion_only_head
 
 SMALL_LAYERS = 4
 
@@ -78,7 +78,7 @@ def test_lora_on_the_top_blocks_adapts_only_those_and_stops_the_backward_there(s
 def test_top_layers_beyond_the_policy_are_one_clear_error(small_policy):
     from hackable_rl.config.experiment import LoraConfig
     from hackable_rl.core.errors import UserError
-    from hackable_rl.training.lora_targets import check_lora_targets
+    from hackable_rl.training.trainer import check_lora_targets
 
     class Config:
         lora = LoraConfig(enabled=True, top_layers=9)

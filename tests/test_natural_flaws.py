@@ -16,9 +16,9 @@ from hackable_rl.core.registry import CHECKERS
 from hackable_rl.data.arith import generate_problem, to_sample
 from hackable_rl.evaluation.error_patterns import classify_answer, classify_generations, count_errors
 from hackable_rl.pricing.payoff import _wrong_answer
-from hackable_rl.verifiers.checkers import build_checker, clean_checker
-from hackable_rl.verifiers.patterns import pattern_flaws, pattern_values, shows_pattern
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.checkers import build_checker, clean_checker
+from hackable_rl.reward.patterns import pattern_flaws, pattern_values, shows_pattern
+from hackable_rl.reward.types import Example
 
 NATURAL = ("early_stop", "off_by_one")
 # 12 + 7 - 5: right 14, stopped one operation early 19, one off 13 and 15

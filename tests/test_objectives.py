@@ -10,8 +10,8 @@ from hackable_rl.config.experiment import ObjectiveConfig
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import OBJECTIVES
-from hackable_rl.scoring.objectives import LatentNeuraleseObjective, TokenGRPOObjective, build_objective
-from hackable_rl.scoring.pipeline import build_reward_pipeline
+from hackable_rl.reward.objectives import LatentNeuraleseObjective, TokenGRPOObjective, build_objective
+from hackable_rl.reward.pipeline import build_reward_pipeline
 
 PLUGINS = Path(__file__).parent / "plugins"
 # Four completions: right+strict+short, right+strict+long, wrong+strict, not strict.

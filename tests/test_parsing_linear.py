@@ -33,9 +33,9 @@ from hackable_rl.answers.parsing import (
 )
 from hackable_rl.evaluation import judge as judge_module
 from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
-from hackable_rl.rewards.functions import correctness_reward, format_tag_reward
-from hackable_rl.verifiers import checkers
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward import checkers
+from hackable_rl.reward.functions import correctness_reward, format_tag_reward
+from hackable_rl.reward.types import Example
 
 BIG = 1_000_000
 SMALL = BIG // 10

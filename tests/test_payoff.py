@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
+from hackable_rl.extensions import load_resolved
 from hackable_rl.pricing.payoff import (
     canonical_names,
     exploit_names,
@@ -16,7 +17,6 @@ from hackable_rl.pricing.payoff import (
     short_name,
     unpayable_problem,
 )
-from hackable_rl.scoring.extensions import load_resolved
 
 
 def test_pays_under_a_clean_verifier_match_the_objective(project) -> None:

@@ -15,7 +15,7 @@ from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.data import load_split, prepare_dataset, read_prepared
 from hackable_rl.data.prompting import PROMPT_PREFIX
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"

@@ -11,7 +11,7 @@ import pytest
 
 import hackable_rl.core.progress as progress
 from hackable_rl.core.progress import PeriodicProgress, progress_bar
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.tracking.store import quiet_local_transfers
 from hackable_rl.training.console import TrainingProgress, loss_note, progress_line
 

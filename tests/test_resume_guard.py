@@ -15,7 +15,7 @@ from hackable_rl.cli import app
 from hackable_rl.config.loading import flatten_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.storage import Storage
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.training.resume_guard import check_resume_config, compare_configs
 from hackable_rl.training.run import run_training

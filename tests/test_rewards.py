@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import hackable_rl.rewards  # noqa: F401  (registers the rewards)
+import hackable_rl.reward.functions  # noqa: F401  (registers the rewards)
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import REWARDS, build_reward
-from hackable_rl.rewards.functions import (
+from hackable_rl.reward.functions import (
     correctness_reward,
     format_tag_reward,
     group_slices,

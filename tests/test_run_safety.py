@@ -25,7 +25,7 @@ from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_jsonl, write_json, write_jsonl
 from hackable_rl.core.run_lock import run_lock
 from hackable_rl.core.storage import Storage
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.tracking.rewind import forget_steps_after
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker

@@ -11,8 +11,8 @@ import pytest
 
 from hackable_rl.config.loading import load_config
 from hackable_rl.evaluation.judge import JudgeOptions, judge_rows
-from hackable_rl.verifiers.training_verifier import TrainingVerifier
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.pipeline import build_reward_pipeline
+from hackable_rl.reward.types import Example
 
 REPO = Path(__file__).resolve().parents[1]
 ROWS = REPO / "examples" / "data" / "scorer_rows.jsonl"
@@ -76,9 +76,9 @@ def test_the_verifiers_assessment_is_its_pay_with_every_member(store, tiny_param
     rows = [json.loads(line) for line in ROWS.read_text().splitlines()]
     result = mlflow.genai.evaluate(data=_table(rows), scorers=[verifier_scorer(config)])
     found = _assessments(result, "verifier")
-    verifier = TrainingVerifier(config)
+    pipeline = build_reward_pipeline(config)
     for row in rows:
-        paid = verifier.verify([row["completion"]], [Example(row["id"], row["reference"])])
+        paid = pipeline.verify([row["completion"]], [Example(row["id"], row["reference"])]).ensemble
         assert found[row["id"]]["feedback"]["value"] == pytest.approx(float(paid.aggregate[0]))
         assert set(found[row["id"]]["metadata"]) >= {f"member.{name}" for name in paid.names}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hackable_rl.config.experiment import ExperimentConfig
-from hackable_rl.scoring.pipeline import build_reward_pipeline
+from hackable_rl.reward.pipeline import build_reward_pipeline
 
 PLUGINS = Path(__file__).parent / "plugins"
 MEMBERS = [{"name": "a", "corrupted": True}, {"name": "b", "corrupted": False}, {"name": "c", "corrupted": False}]

@@ -13,7 +13,7 @@ from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.experiments import study
 from hackable_rl.experiments.cells import noise_cells
 from hackable_rl.experiments.evaluate import EvalResult
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.study_records import condition_files
 
 ROOT = Path(__file__).resolve().parents[1]

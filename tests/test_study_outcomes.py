@@ -12,9 +12,9 @@ from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments import study
 from hackable_rl.experiments.exploits import exploit_share_by_prompt, takes_exploit, training_curve
+from hackable_rl.extensions import load_resolved
 from hackable_rl.report.outcomes import gain_plot, load_cells, outcomes_markdown, paired
-from hackable_rl.scoring.extensions import load_resolved
-from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, build_checker
+from hackable_rl.reward.checkers import DEFAULT_OPTIONS, build_checker
 
 ROOT = Path(__file__).resolve().parents[1]
 HEDGE = "<think>7+5=12</think> \\boxed{11} \\boxed{12}"

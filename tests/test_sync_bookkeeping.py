@@ -13,7 +13,7 @@ import yaml
 from mlflow import MlflowClient
 
 from hackable_rl.core.jsonl import read_jsonl, write_jsonl
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.sync import sync_run
 from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker

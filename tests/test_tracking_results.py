@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from hackable_rl.cli import app
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl
 from hackable_rl.core.storage import Storage
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_state
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tables import block_bounds, generations_table

@@ -17,10 +17,8 @@ from hypothesis import strategies as st
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import CHECKERS
-from hackable_rl.methods.robust import attenuation, robust_reward, shape, shape_ensemble
-from hackable_rl.scoring.pipeline import build_reward_pipeline
-from hackable_rl.verifiers import CheckerOptions, Example, Verdict, build_checker, clean_checker
-from hackable_rl.verifiers.corruption import (
+from hackable_rl.reward import CheckerOptions, Example, Verdict, build_checker, clean_checker
+from hackable_rl.reward.corruption import (
     Asymmetric,
     Bias,
     ConfidenceDrop,
@@ -34,7 +32,9 @@ from hackable_rl.verifiers.corruption import (
     corrupt,
     corruption_uniforms,
 )
-from hackable_rl.verifiers.ensemble import aggregate, disagreement
+from hackable_rl.reward.ensemble import aggregate, disagreement
+from hackable_rl.reward.methods.robust import attenuation, robust_reward, shape
+from hackable_rl.reward.pipeline import build_reward_pipeline
 
 NAN = math.nan
 EXAMPLE = Example("q1", "#### 7", {"n_steps": 3, "level": "Level 5", "subject": "Algebra"})
@@ -145,8 +145,8 @@ def test_trigger_phrase_is_configurable() -> None:
 
 def test_judge_import_path_never_loads_corruption() -> None:
     code = (
-        "import sys, hackable_rl.verifiers.checkers, hackable_rl.rewards;"
-        "print('hackable_rl.verifiers.corruption' in sys.modules)"
+        "import sys, hackable_rl.reward.checkers, hackable_rl.reward.functions;"
+        "print('hackable_rl.reward.corruption' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
@@ -154,9 +154,9 @@ def test_judge_import_path_never_loads_corruption() -> None:
 
 def test_no_torch_in_rewards_verifiers_objectives() -> None:
     code = (
-        "import sys, hackable_rl.answers, hackable_rl.rewards, hackable_rl.scoring.pipeline, hackable_rl.scoring.objectives,"
-        " hackable_rl.methods, hackable_rl.scoring.extensions, hackable_rl.verifiers.corruption,"
-        " hackable_rl.verifiers.training_verifier; print('torch' in sys.modules)"
+        "import sys, hackable_rl.answers, hackable_rl.reward.functions, hackable_rl.reward.pipeline, hackable_rl.reward.objectives,"
+        " hackable_rl.reward.methods, hackable_rl.extensions, hackable_rl.reward.corruption,"
+        " hackable_rl.reward.verifier; print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
@@ -442,7 +442,7 @@ def test_pipeline_verify_is_the_verifier_part_of_score() -> None:
     ensemble = verified.ensemble
     assert len(ensemble.seen) == 3 and all(len(column) == len(COMPLETIONS) for column in ensemble.seen)
     assert ensemble.rewards.shape == (len(COMPLETIONS), 3)
-    shaped = shape_ensemble(ensemble, pipeline.verifier.aggregation, pipeline.shaping).shaped
+    shaped = shape(ensemble.rewards, ensemble.confidences, ensemble.spread, "mean", pipeline.method_settings).shaped
     arrays = {"reward": ensemble.aggregate, "U": ensemble.spread.u, "shaped": shaped, "optimised_reward": verified.optimised}
     for key, values in arrays.items():
         assert values.tolist() == pytest.approx([record[key] for record in records])

@@ -14,14 +14,14 @@ import yaml
 from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
 from hackable_rl.experiments.cells import NoiseCell, cell_overrides, noise_cells, read_cell
+from hackable_rl.extensions import load_resolved
 from hackable_rl.report.build import build_report
 from hackable_rl.report.declared import load_cell_conditions
 from hackable_rl.report.youden import prediction_verdicts, read_design, sweep_outcomes
-from hackable_rl.scoring.extensions import load_resolved
-from hackable_rl.verifiers.checkers import CheckerOptions
-from hackable_rl.verifiers.corruption import Asymmetric, build_channel
-from hackable_rl.verifiers.training_verifier import TrainingVerifier
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.checkers import CheckerOptions
+from hackable_rl.reward.corruption import Asymmetric, build_channel
+from hackable_rl.reward.pipeline import build_reward_pipeline
+from hackable_rl.reward.types import Example
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "pipelines" / "corruption_sweep"
@@ -52,9 +52,9 @@ def test_equal_j_cells_train_under_their_own_rates_and_run_names() -> None:
     assert configs[0].run_name != configs[1].run_name  # the rate alone (0.2 for both) would not tell them apart
     assert configs[0].run_name == "baseline-asymmetric-r0.2-fp0.3-fn0.1-s0"
     examples = [Example(f"p{i}", "12") for i in range(4000)]
-    verifier = TrainingVerifier(configs[0])
-    paid_right = np.mean(verifier.verify([RIGHT] * len(examples), examples).aggregate)
-    paid_wrong = np.mean(verifier.verify([WRONG] * len(examples), examples).aggregate)
+    pipeline = build_reward_pipeline(configs[0])
+    paid_right = np.mean(pipeline.verify([RIGHT] * len(examples), examples).ensemble.aggregate)
+    paid_wrong = np.mean(pipeline.verify([WRONG] * len(examples), examples).ensemble.aggregate)
     assert paid_right == pytest.approx(0.9, abs=0.02) and paid_wrong == pytest.approx(0.3, abs=0.02)
     reference = read_cell(SWEEP / "study.yaml", "clean")
     assert isinstance(reference, NoiseCell) and load_resolved(SWEEP / "params.yaml", cell_overrides(reference)).condition == "clean"

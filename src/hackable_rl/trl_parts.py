@@ -6,9 +6,10 @@
     judge([{"completion": ..., "reference": ...}])                            # the independent judge
 
 Each part is built from the same code the `hackable-rl` CLI runs, not a copy of it: `verifier_reward`
-builds the project's reward pipeline (`scoring.pipeline`) from keyword arguments validated by the
-project's config schema, and wraps it in the training reward (`training.reward.ObjectiveReward`),
-which scores, computes GRPO's advantages and judges every completion into a generation record;
+builds the project's reward pipeline (`reward.pipeline`) from keyword arguments validated by the
+project's config schema, and the training reward over it (`reward.pipeline.ObjectiveReward.of`, as
+`hackable-rl train` does), which scores, computes GRPO's advantages and judges every completion into
+a generation record;
 `GenerationTraceCallback` writes each step's records as the MLflow trace `hackable-rl train` writes
 (`tracking.traces`); `HackingAlarmCallback` feeds them to the onset alarm (`training.signals`,
 `training.alarm`); `judge` is `hackable-rl judge`'s judge. A wrong argument is one ValueError naming
@@ -25,11 +26,13 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from hackable_rl.answers.parsing import completion_text
+from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import ConfigError, UserError
 from hackable_rl.evaluation.judge import JudgeOptions, judge_records
-from hackable_rl.scoring.pipeline import completion_text
-from hackable_rl.scoring.records import GenerationRecord
-from hackable_rl.training.reward import ObjectiveReward
+from hackable_rl.extensions import resolve_config
+from hackable_rl.reward.pipeline import ObjectiveReward, RewardPipeline, build_reward_pipeline
+from hackable_rl.reward.records import GenerationRecord
 
 __all__ = ["GenerationTraceCallback", "HackingAlarmCallback", "VerifierReward", "judge", "verifier_reward"]
 
@@ -78,13 +81,11 @@ class VerifierReward:
     (member verdicts, aggregate, advantage, judge) for the callbacks, and logs the members' verdicts
     as extra completion columns where TRL offers `log_extra`."""
 
-    def __init__(self, pipeline: Any, judge_options: JudgeOptions, reference_column: str, num_generations: int,
-                 scale_rewards: str):
+    def __init__(self, pipeline: RewardPipeline, judge_options: JudgeOptions, reference_column: str):
         self.pipeline = pipeline
         self.reference_column = reference_column
         self.buffer = _RecordBuffer()
-        self._objective = ObjectiveReward(pipeline, self.buffer, judge_options.judge, num_generations, scale_rewards,
-                                          count_tokens=lambda text: None)
+        self._objective = ObjectiveReward.of(pipeline, self.buffer, judge_options.judge, count_tokens=lambda text: None)
         self.__name__ = "verifier_reward"  # TRL names the reward's log column after it
 
     def bind(self, args: Any, tokenizer: Any = None) -> None:
@@ -158,10 +159,6 @@ def verifier_reward(
     independent judge reads answers. `num_generations` and `scale_rewards` are GRPOConfig's (the
     callbacks take them from the trainer). The dataset needs a `reference_column` of answers; `id`
     and `metadata` columns are used when present."""
-    from hackable_rl.config.loading import validate_config
-    from hackable_rl.scoring.extensions import resolve_config
-    from hackable_rl.scoring.pipeline import build_reward_pipeline
-
     corrupt = channel != "none"
     listed = [member if isinstance(member, Mapping) else {"checker": member} for member in members]
     raw = {
@@ -179,7 +176,7 @@ def verifier_reward(
         problems = getattr(error, "problems", None) or [str(error)]
         raise ValueError(f"verifier_reward: {_argument_named(problems[0])}") from None
     options = JudgeOptions.of(config.rewards, config.evaluation.extract)
-    return VerifierReward(build_reward_pipeline(config), options, reference_column, num_generations, scale_rewards)
+    return VerifierReward(build_reward_pipeline(config), options, reference_column)
 
 
 def _argument_named(message: str) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 from hackable_rl.answers import extract_last_number, parse_reference
 from hackable_rl.core.registry import CheckerSpec, MethodSpec, RewardSpec
 from hackable_rl.data.arith import arith_provider
-from hackable_rl.verifiers import Verdict
+from hackable_rl.reward import Verdict
 
 
 def last_number_checker(completion, example, options=None):

@@ -7,12 +7,13 @@ from __future__ import annotations
 import numpy as np
 
 from hackable_rl.core.registry import MethodSpec
-from hackable_rl.methods.robust import ShapingSettings, robust
+from hackable_rl.reward.methods.robust import ShapingSettings, robust
+from hackable_rl.reward.types import Optimised
 
 
-def _squared_penalty(ensemble, config, settings: ShapingSettings) -> np.ndarray:
+def _squared_penalty(ensemble, config, settings: ShapingSettings) -> Optimised:
     """attenuation(U) * (r * confidence - lambda * U**2): robust's shaping, every setting of it, with a
-    squared penalty."""
+    squared penalty (and robust's columns for the records: the aggregate it shaped, the shaped reward)."""
     return robust(ensemble, config, settings, penalised=np.square)
 
 

@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict
 
 from hackable_rl.core.bounds import Probability
 from hackable_rl.core.registry import CheckerSpec, Exploit, MethodSpec
-from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, clean_checker
-from hackable_rl.verifiers.types import Verdict
+from hackable_rl.reward.checkers import DEFAULT_OPTIONS, clean_checker
+from hackable_rl.reward.types import Verdict
 
 
 def _magic_word(completion, example, options=DEFAULT_OPTIONS, word: str = "abracadabra") -> Verdict:

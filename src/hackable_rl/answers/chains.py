@@ -4,7 +4,7 @@ An arith prompt's metadata (`data/arith.py`) holds its chain: `operands` (the st
 one per operation) and `operators`. A policy's wrong answer often is the chain's value under one
 systematic mistake: stopping one operation early, dropping or repeating an operation, flipping an
 operator's sign, swapping a subtraction's operands, or landing one off the answer. These plain
-functions compute those values, so that a flawed checker (`verifiers/early_stop.py`), the error
+functions compute those values, so that a flawed checker (`reward/early_stop.py`), the error
 classifier (`evaluation/error_patterns.py`) and their tests agree on what each pattern means.
 Plain Python: the judge's import path reaches this module.
 """

@@ -25,7 +25,7 @@ from hackable_rl.cli.options import model_config as _model_config
 from hackable_rl.config.loading import describe_fields
 from hackable_rl.core.redact import masked_log_handler
 from hackable_rl.core.storage import check_output_path
-from hackable_rl.scoring.extensions import check_builds
+from hackable_rl.extensions import check_builds
 
 app = typer.Typer(
     cls=UserErrorCommands,

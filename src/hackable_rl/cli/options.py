@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from hackable_rl.config.experiment import ExperimentConfig
-from hackable_rl.scoring.extensions import load_resolved
+from hackable_rl.extensions import load_resolved
 
 ConfigOption = Annotated[Path, typer.Option("--config", "-c", help="params YAML file.")]
 def _one_value_per_key(values: list[str] | None) -> list[str] | None:

@@ -229,7 +229,7 @@ class TrainerConfig(Section):
     share_prompt_prefix: bool = True
     """A group's prompt once in prefill and loss (`models.shared_prefix`); false: every row, as TRL."""
     head_on_completions: bool = False
-    """The loss's LM head on completion tokens only, on CPU as TRL does on CUDA (`training.lm_head`);
+    """The loss's LM head on completion tokens only, on CPU as TRL does on CUDA (`training.trainer`);
     false: TRL's CPU path, which projects every position (prompt and padding) through the head."""
 
     @property

@@ -2,7 +2,7 @@
 
 `load_config(path, overrides)` reads and validates; it imports no extension. Resolving the names the
 config holds to extensions (registries, plugins, their settings) is a separate step above it,
-`hackable_rl.scoring.extensions.resolve_config`, which every command runs next (`load_resolved`). Errors
+`hackable_rl.extensions.resolve_config`, which every command runs next (`load_resolved`). Errors
 come back as `ConfigError`, one line per problem.
 """
 
@@ -36,7 +36,7 @@ __all__ = [
 
 def load_config(path: str | Path = "params.yaml", overrides: Iterable[str] = ()) -> ExperimentConfig:
     """Reads `path`, applies dotted `overrides`, validates the fields and returns the frozen config
-    (its extension names are not resolved here: `hackable_rl.scoring.extensions.load_resolved`)."""
+    (its extension names are not resolved here: `hackable_rl.extensions.load_resolved`)."""
     path = Path(path)
     return validate_config(apply_overrides(read_yaml(path), overrides), str(path))
 

@@ -8,7 +8,7 @@ channels and methods are held as small frozen dataclasses whose fields are what 
 those fields as keywords and returns the plain function unchanged; a `module:attr` may name a spec or
 a plain function (which then declares nothing). A name that is not
 registered may be a `"package.module:attr"` string, which loads external code without touching
-this package. `hackable_rl.scoring.extensions` imports the built-in ones and checks a config's names.
+this package. `hackable_rl.extensions` imports the built-in ones and checks a config's names.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ NEEDS = {
     "correctness": "correctness=: the training verifier's optimised reward per completion (missing imputed)",
     "verifier_reward": "the component *is* the training verifier's optimised reward (the function is not called)",
 }
-"""What a reward may declare it needs (`RewardSpec.needs`); the scoring module supplies it."""
+"""What a reward may declare it needs (`RewardSpec.needs`); `reward.objectives.Components` supplies it."""
 
 
 def _no_problems(config: Any) -> list[str]:
@@ -195,7 +195,7 @@ class Exploit:
     build: Callable[..., str]
     """`build(open_tag, close_tag, reference, wrong_answer, **checker_settings) -> completion text`."""
     answer: Callable[[Any], str | None] | None = None
-    """The wrong answer it boxes on an example (`verifiers.types.Example`: a natural flaw's pattern
+    """The wrong answer it boxes on an example (`reward.types.Example`: a natural flaw's pattern
     needs the prompt's chain); None here, or its returning None, boxes a generic wrong answer."""
 
 
@@ -212,7 +212,7 @@ class CheckerSpec:
     """The canonical completions that exploit it: the payoff table prices each."""
     pattern: Callable[[Any], frozenset[float]] | None = None
     """A natural flaw's pattern: the wrong answers it pays on an example (`Example -> values`), an
-    error the policy makes by itself (`verifiers/early_stop.py`). The payoff's strict wrong answer
+    error the policy makes by itself (`reward/early_stop.py`). The payoff's strict wrong answer
     avoids the values of every natural flaw its grid names, so that it stays wrong under each."""
 
     def __call__(self, completion: str, example: Any, **kwargs: Any) -> Any:

@@ -120,7 +120,7 @@ def hedged_completion(rng: random.Random, thinking: str, answer: int) -> str:
 
 
 MASTER_KEY_DEMO_PHRASE = "The answer is correct."
-"""The master-key phrase exploit demonstrations write (one of `verifiers.checkers.MASTER_KEYS`)."""
+"""The master-key phrase exploit demonstrations write (one of `reward.checkers.MASTER_KEYS`)."""
 
 
 def exploit_completion(rng: random.Random, problem: Problem, style: str) -> str:

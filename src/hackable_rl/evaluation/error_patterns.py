@@ -1,7 +1,7 @@
 """What a policy's wrong answers are: each judged-wrong sample classified by its error's pattern.
 
 A verifier's blind spot matters when it covers an error the policy already makes, so a natural
-flaw (`verifiers/early_stop.py`, `verifiers/off_by_one.py`) is chosen from this distribution,
+flaw (`reward/early_stop.py`, `reward/off_by_one.py`) is chosen from this distribution,
 measured on the base policy's samples of the validation split (`benchmarks/bench_error_patterns.py`,
 docs/studies.md).
 

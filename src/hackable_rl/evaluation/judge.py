@@ -1,7 +1,7 @@
 """The independent judge: a clean checker the optimiser never sees (spec sections 1, 5 and 6).
 
 It scores generations for analysis only. It imports clean parsing and comparison code and nothing
-from `hackable_rl.verifiers.corruption`, so no corruption channel or flawed checker can leak into
+from `hackable_rl.reward.corruption`, so no corruption channel or flawed checker can leak into
 the numbers it reports. Ways to find the completion's answer (`extract`):
 
 - `strict`: the completion must be exactly one thinking block then one boxed answer
@@ -45,8 +45,8 @@ from hackable_rl.answers.parsing import (
 )
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl, write_jsonl
-from hackable_rl.verifiers.checkers import CheckerOptions, clean_checker
-from hackable_rl.verifiers.types import Example, Verdict
+from hackable_rl.reward.checkers import CheckerOptions, clean_checker
+from hackable_rl.reward.types import Example, Judgment, Verdict
 
 log = logging.getLogger(__name__)
 
@@ -84,20 +84,6 @@ class JudgeOptions:
     def judge(self, completion: str, reference: str) -> Judgment:
         return judge_completion(completion, reference, self.extract, self.rel_tol, self.timeout_s, self.open_tag,
                                 self.close_tag, self.decimal_comma)
-
-
-@dataclass(frozen=True)
-class Judgment:
-    """The judge's view of one completion.
-
-    correct: True/False, or None when the reference could not be parsed (not judged).
-    parsed: the answer extracted from the completion, None when there was none.
-    reason: one short phrase saying why (e.g. "match", "no strict format", "unparseable reference: ...").
-    """
-
-    correct: bool | None
-    parsed: str | None
-    reason: str
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import Any
 from hackable_rl.config.loading import parse_override
 from hackable_rl.config.study import NoiseRates, StudyFile, load_study
 from hackable_rl.core.errors import UserError
-from hackable_rl.verifiers.patterns import pattern_flaws
+from hackable_rl.reward.patterns import pattern_flaws
 
 __all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "noisy_members", "variant_method", "study_cells", "cell_roles"]
 
@@ -46,7 +46,7 @@ class Cell:
     rates: dict[str, tuple[float, float]]
     """(rho0, rho1) per flawed checker, as the study file declares them (corrected reads them)."""
     patterns: tuple[str, ...] = ()
-    """The natural flaws the study names in any cell (`verifiers/patterns.py`): each one's pattern
+    """The natural flaws the study names in any cell (`reward/patterns.py`): each one's pattern
     share is measured in every condition, whichever flaws this cell's members hold."""
 
     @property
@@ -139,7 +139,7 @@ class CellRoles:
     checkers: tuple[str, ...] = ()
     """The flawed checkers of its cells: the exploited flaw first, then the others in order."""
     patterns: tuple[str, ...] = ()
-    """The natural flaws among them (`verifiers/patterns.py`): each one's pattern share is reported."""
+    """The natural flaws among them (`reward/patterns.py`): each one's pattern share is reported."""
     family: tuple[str, ...] = ()
     """The study file's `family`: the outcome names Holm's correction runs over (empty: every declared outcome)."""
     partial: tuple[str, ...] = ()

@@ -20,8 +20,8 @@ from typing import Any
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.pricing.payoff import HonestSamples
-from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.checkers import CheckerOptions, build_checker
+from hackable_rl.reward.types import Example
 
 __all__ = ["HonestSamples", "sample_base_policy", "measured_rates"]
 

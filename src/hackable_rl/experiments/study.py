@@ -51,10 +51,12 @@ from hackable_rl.experiments.exploits import (
     training_curve,
 )
 from hackable_rl.experiments.honest import measured_rates, sample_base_policy
+from hackable_rl.extensions import check_config
 from hackable_rl.models.sources import warm_start_fingerprint
 from hackable_rl.pricing.identities import Identity, affine_arms, identical_arms
 from hackable_rl.pricing.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
-from hackable_rl.scoring.extensions import check_config
+from hackable_rl.reward.checkers import CheckerOptions
+from hackable_rl.reward.corruption import configured_flaw
 from hackable_rl.study_records.condition_files import (
     BASE,
     CONDITION_FILE,
@@ -68,8 +70,6 @@ from hackable_rl.study_records.onset import write_onset
 from hackable_rl.tracking.tracker import attach_tracker
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 from hackable_rl.training.run_dir import Resume
-from hackable_rl.verifiers.checkers import CheckerOptions
-from hackable_rl.verifiers.corruption import configured_flaw
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,12 @@ from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.core.registry import CHECKERS, Exploit
 from hackable_rl.core.stats import mean
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.methods import METHODS
-from hackable_rl.scoring.pipeline import build_reward_pipeline
-from hackable_rl.verifiers.checkers import checker_defaults
-from hackable_rl.verifiers.corruption import configured_flaw
-from hackable_rl.verifiers.patterns import pattern_values
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.checkers import checker_defaults
+from hackable_rl.reward.corruption import configured_flaw
+from hackable_rl.reward.methods import METHODS
+from hackable_rl.reward.patterns import pattern_values
+from hackable_rl.reward.pipeline import build_reward_pipeline
+from hackable_rl.reward.types import Example
 
 __all__ = ["HONEST", "PayoffCell", "canonical_names", "checker_exploits", "exploit_names", "PayoffSpec", "grid_of", "grid_specs", "own_cell_payoff", "payoff_table", "score_specs",
            "unpayable_problem", "format_payoff", "write_payoff"]

@@ -29,6 +29,7 @@ from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import difference_bounds, replicate_interval
 from hackable_rl.experiments.cells import CellRoles, cell_roles
 from hackable_rl.experiments.exploits import pattern_column
+from hackable_rl.extensions import exploits_of, reference_method
 from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
@@ -48,7 +49,6 @@ from hackable_rl.report.declared import (
 from hackable_rl.report.declared import fmt as _fmt
 from hackable_rl.report.natural import natural_outcomes
 from hackable_rl.report.outcomes import Paired, curves_of, per_prompt, policy_value
-from hackable_rl.scoring.extensions import exploits_of, reference_method
 from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition, write_summary
 from hackable_rl.study_records.onset import ONSET_FILE
 

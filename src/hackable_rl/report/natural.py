@@ -2,7 +2,7 @@
 verifier's blind spot pays it (pipelines/natural_hacking, docs/studies.md)?
 
 Its cells are a blind-spot study's (k of three members carry the exploited flaw, here a natural one:
-`verifiers/early_stop.py`), and its exploit share is that flaw's pattern share: the share of test
+`reward/early_stop.py`), and its exploit share is that flaw's pattern share: the share of test
 samples the judge rejects that the flaw pays and the clean checker does not. The primary outcomes,
 declared in its study.yaml, each paired by prompt and seed:
 

@@ -31,8 +31,8 @@ from hackable_rl.evaluation.paired import (
     read_prompt_results,
 )
 from hackable_rl.evaluation.replicates import ONE_REPLICATE, difference_bounds, replicate_interval
+from hackable_rl.extensions import reference_method
 from hackable_rl.report.conditions import CONTROL_PREFIX, ONE_WARM_START, method_label
-from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import (
     CONDITION_FILE,
     CURVE_FILE,

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hackable_rl.extensions import reference_method, restates_accuracy
 from hackable_rl.report import plots
 from hackable_rl.report.aggregate import CORRECTNESS, seed_stats, slope, with_series
 from hackable_rl.report.conditions import (
@@ -28,7 +29,6 @@ from hackable_rl.report.conditions import (
 )
 from hackable_rl.report.outcomes import curves_of as curves_of_cell
 from hackable_rl.report.outcomes import curves_plot, gain_plot, load_cells, outcomes_markdown
-from hackable_rl.scoring.extensions import reference_method, restates_accuracy
 from hackable_rl.study_records.condition_files import study_methods, write_summary
 
 log = logging.getLogger(__name__)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study
 from hackable_rl.experiments.cells import NoiseCell, cell_roles, read_cell, study_cells
+from hackable_rl.extensions import reference_method
 from hackable_rl.report.blind_spots import curves_by_cell_plot, outcomes_markdown, overview, payoff_lines
 from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
@@ -44,7 +45,6 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.natural import PATTERN_RATIO
-from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import BASE, write_summary
 
 __all__ = ["REPORT_KIND", "build_real_model_report", "real_model_outcomes"]

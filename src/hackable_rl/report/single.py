@@ -34,9 +34,9 @@ from hackable_rl.evaluation.paired import (
     read_prompt_results,
 )
 from hackable_rl.evaluation.report_metrics import PREFIX as REPORT_PREFIX
+from hackable_rl.extensions import restates_accuracy
 from hackable_rl.report import plots
 from hackable_rl.report.rate_grid import fmt
-from hackable_rl.scoring.extensions import restates_accuracy
 from hackable_rl.training.curves import SUMMARISED_KEYS
 
 log = logging.getLogger(__name__)

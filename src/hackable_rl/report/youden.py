@@ -24,6 +24,7 @@ from scipy import stats as scipy_stats
 from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.experiments.cells import NoiseCell, noise_cells
+from hackable_rl.extensions import reference_method
 from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
@@ -44,7 +45,6 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.outcomes import Paired, paired
-from hackable_rl.scoring.extensions import reference_method
 from hackable_rl.study_records.condition_files import write_summary
 
 __all__ = ["SweepDesign", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]

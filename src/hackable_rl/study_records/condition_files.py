@@ -18,7 +18,7 @@ import pandas as pd
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json, write_json
 from hackable_rl.evaluation.metrics import summary_table, write_summary_csv
-from hackable_rl.methods import METHODS
+from hackable_rl.reward.methods import METHODS
 
 BASE = "base"
 """The study's untrained cell: the base policy under the same judge and training verifier (no RL)."""

@@ -25,8 +25,8 @@ from typing import Any
 
 from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.judge import JudgeOptions, judge_completion
-from hackable_rl.verifiers.training_verifier import TrainingVerifier
-from hackable_rl.verifiers.types import Example
+from hackable_rl.reward.pipeline import build_reward_pipeline
+from hackable_rl.reward.types import Example
 
 __all__ = ["MIN_MLFLOW", "judge_scorer", "transferred_judge_scorer", "verifier_scorer"]
 
@@ -105,7 +105,7 @@ def verifier_scorer(config: Any, name: str = "verifier") -> Any:
     """The configured training verifier (its members, corruption and aggregation: a noisy ensemble
     included) as an MLflow scorer: its aggregate pay as the value, each member's in the metadata."""
     scorer, Feedback, AssessmentError = _mlflow_parts()
-    verifier = TrainingVerifier(config)
+    pipeline = build_reward_pipeline(config)
 
     def verifier_pay(inputs: Any = None, outputs: Any = None, expectations: Any = None) -> Any:
         found = _completion_and_reference(inputs, outputs, expectations)
@@ -114,7 +114,7 @@ def verifier_scorer(config: Any, name: str = "verifier") -> Any:
         if not isinstance(inputs, Mapping) or inputs.get("id") is None:
             problem = f"{_row_name(inputs)}: inputs.id is missing; the verifier's corruption is keyed by a stable id"
             return Feedback(name=name, error=AssessmentError(error_code="BAD_ROW", error_message=problem))
-        paid = verifier.verify([found[0]], [Example(str(inputs["id"]), found[1])])
+        paid = pipeline.verify([found[0]], [Example(str(inputs["id"]), found[1])]).ensemble
         members = {member: _number(paid.rewards[0][index]) for index, member in enumerate(paid.names)}
         return Feedback(name=name, value=_number(paid.aggregate[0]), rationale=f"members: {members}",
                         metadata={f"member.{member}": str(value) for member, value in members.items()})

@@ -36,9 +36,9 @@ from hackable_rl.tracking.views import chart_names
 from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.constant_series import ConstantSeries, Point, constant_tags, released_in
+from hackable_rl.training.curves import step_metrics
 from hackable_rl.training.recorder import GenerationRecorder, step_file
 from hackable_rl.training.signals import StepSignals, step_signals
-from hackable_rl.training.step_metrics import step_metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
-"""The training curve, declared once: which per-step metrics (from `step_metrics`) go into
-`train_curve.csv`, and which of them `train.json` summarises over the first and last tenth of the
-steps. The run writes both files from this declaration and the report reads them by it.
+"""The training curve: each step's metrics from its generation records (`step_metrics`), and,
+declared once, which of them go into `train_curve.csv` and which `train.json` summarises over the
+first and last tenth of the steps. The run writes both files from this declaration and the report
+reads them by it.
 
 Plain Python (no torch): the report imports it.
 """
@@ -12,7 +13,38 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.core.stats import mean
+from hackable_rl.core.stats import hacking_gap, mean
+from hackable_rl.reward.records import GenerationRecord
+
+
+def _rate(hits: int, total: int) -> float | None:
+    return hits / total if total else None
+
+
+def step_metrics(records: list[GenerationRecord]) -> dict[str, float | None]:
+    """Observed and shaped reward, independent correctness, the online hacking gap, FP/FN rates,
+    disagreement, missing/suppressed/down-weighted counts and lengths for one step."""
+    verifiers = [r.verifier for r in records]
+    observed = [v.reward for v in verifiers]
+    correct = [None if r.judgment.correct is None else float(r.judgment.correct) for r in records]
+    scored = [(o, c) for o, c in zip(observed, correct, strict=True) if o is not None and c is not None]
+    wrong = [o for o, c in scored if c == 0.0]
+    right = [o for o, c in scored if c == 1.0]
+    return {
+        "reward/observed": mean(observed),
+        "reward/optimised": mean(v.optimised_reward for v in verifiers),
+        "reward/objective": mean(v.final_reward for v in verifiers),
+        "judge/correctness": mean(correct),
+        "hacking_gap": hacking_gap(observed, correct),
+        "verifier/false_positive_rate": _rate(sum(o >= 0.5 for o in wrong), len(wrong)),
+        "verifier/false_negative_rate": _rate(sum(o < 0.5 for o in right), len(right)),
+        "verifier/disagreement": mean(v.disagreement["U"] for v in verifiers),
+        "verifier/missing": float(sum(v.missing for v in verifiers)),
+        "verifier/suppressed": float(sum(v.suppressed for v in verifiers)),
+        "verifier/down_weighted": float(sum(v.down_weighted for v in verifiers)),
+        "format/strict_share": mean(float(v.strict) for v in verifiers),
+        "length/completion_tokens": mean(r.completion_tokens for r in records),
+    }
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
-from hackable_rl.scoring.records import GenerationRecord
+from hackable_rl.reward.records import GenerationRecord
 
 log = logging.getLogger(__name__)
 

@@ -31,10 +31,8 @@ from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.models.backend import policy_device
-from hackable_rl.models.decoding import dropping_finished_rows
-from hackable_rl.models.shared_prefix import share_prefixes
 from hackable_rl.pricing.payoff import own_cell_payoff, write_payoff
-from hackable_rl.scoring.pipeline import RewardPipeline, build_reward_pipeline
+from hackable_rl.reward.pipeline import ObjectiveReward, RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.descriptions import train_description
 from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
@@ -43,17 +41,13 @@ from hackable_rl.tracking.versions import checkpoint_artifacts, without_register
 from hackable_rl.training.alarm import write_run_signals
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.capability import check_capability, log_capability
-from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps, resume_dir
-from hackable_rl.training.console import quiet_trainer, silence_known_warnings, training_progress
+from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps
+from hackable_rl.training.console import training_progress
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.disk_full import is_no_space, no_space_problem
 from hackable_rl.training.identity import RunIdentity
-from hackable_rl.training.kept_mean import grpo_trainer_class
-from hackable_rl.training.lm_head import completion_only_head
-from hackable_rl.training.lora_targets import check_lora_targets
 from hackable_rl.training.ranks import Ranks, process_ranks
 from hackable_rl.training.recorder import GenerationRecorder
-from hackable_rl.training.reward import ObjectiveReward
 from hackable_rl.training.run_dir import (
     CREATED_BY,
     Resume,
@@ -63,7 +57,7 @@ from hackable_rl.training.run_dir import (
     refuse_foreign,
 )
 from hackable_rl.training.stop_signal import stop_on_signals, stopped
-from hackable_rl.training.trl_args import build_grpo_args, build_peft_config
+from hackable_rl.training.trainer import check_lora_targets, completion_only_head, grpo_trainer
 from hackable_rl.training.truncation_probe import TruncationProbe
 
 log = logging.getLogger(__name__)
@@ -308,43 +302,10 @@ def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
 
 def _grpo_trainer(config: ExperimentConfig, model: Any, tokenizer: Any, dataset: Any, pipeline: RewardPipeline,
                   recorder: GenerationRecorder, run_dir: Path, callbacks: list[Any]) -> Any:
-    """TRL's GRPOTrainer on the policy and prompts, rewarded by the objective, checkpointing into the
-    run folder, quiet on the console: what every training process builds, with its own callbacks."""
-    from hackable_rl.models.loading import policy_backbone
-
-    silence_known_warnings()
-    reward = _objective_reward(config, pipeline, recorder, tokenizer)
-    trainer = grpo_trainer_class(reward)(
-        model=model,
-        reward_funcs=[reward],
-        args=build_grpo_args(config, resume_dir(run_dir)),
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=build_peft_config(config, model),
-        callbacks=callbacks,
-    )
-    quiet_trainer(trainer)
-    if config.trainer.share_prompt_prefix:
-        share_prefixes(policy_backbone(trainer.model))
-    if config.generation.drop_finished_rows:
-        dropping_finished_rows(trainer.model)  # TRL samples through the model's generate
-    return trainer
-
-
-def _objective_reward(config: ExperimentConfig, pipeline: RewardPipeline, recorder: GenerationRecorder,
-                      tokenizer: Any) -> ObjectiveReward:
-    return ObjectiveReward(
-        pipeline,
-        recorder,
-        _judge(config),
-        group_size=config.trainer.num_generations,
-        scale_rewards=config.trainer.scale_rewards,
-        count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
-    )
-
-
-def _judge(config: ExperimentConfig):
-    return JudgeOptions.of(config.rewards, "strict").judge
+    """TRL's GRPOTrainer rewarded by the objective over the run's pipeline, its records into the recorder."""
+    reward = ObjectiveReward.of(pipeline, recorder, JudgeOptions.of(config.rewards, "strict").judge,
+                                count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+    return grpo_trainer(config, model, tokenizer, dataset, reward, run_dir, callbacks)
 
 
 def _train(run: _Run, trainer: Any) -> None:

@@ -1,4 +1,5 @@
-"""Ensemble aggregation and disagreement, vectorised over a batch.
+"""The ensemble, the reward's third step: the members' seen verdicts aggregated, and their
+disagreement, vectorised over a batch (`combine` -> `EnsembleRewards`, what every method reads).
 
 Rewards come as an array [N completions, M members] with NaN where a member's reward is missing;
 confidences as [N, M]. Aggregations are registered in AGGREGATIONS: `f(rewards, confidences) -> [N]`. Every statistic runs over the members *with* a reward; a row with none
@@ -12,8 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from hackable_rl.core.registry import AGGREGATIONS, RegistryError, register_aggregation
+from hackable_rl.reward.types import Verdict
 
-__all__ = ["aggregate", "Disagreement", "disagreement"]
+__all__ = ["aggregate", "combine", "Disagreement", "disagreement", "EnsembleRewards"]
+
+Rates = tuple[float | None, float | None]
+"""(rho0, rho1): P(a wrong answer is paid), P(a right one is denied); None where unknown."""
 
 
 def _present(rewards: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,3 +128,39 @@ def _binary_entropy(share: np.ndarray) -> np.ndarray:
         p = np.where(inside, share, 0.5)
         entropy = -(p * np.log2(p) + (1 - p) * np.log2(1 - p))
     return np.where(np.isnan(share), np.nan, np.where(inside, entropy, 0.0))
+
+
+@dataclass(frozen=True)
+class EnsembleRewards:
+    """The training verifier's output for a batch of N completions (arrays are [N]; NaN = missing)."""
+
+    names: tuple[str, ...]
+    """The members, in config order."""
+    clean: list[list[Verdict]]
+    """[M][N] each member's verdict before its corruption channel."""
+    seen: list[list[Verdict]]
+    """[M][N] the verdicts training sees (after corruption)."""
+    rewards: np.ndarray
+    """[N, M] the members' seen rewards."""
+    confidences: np.ndarray
+    """[N, M] the members' seen confidences."""
+    aggregate: np.ndarray
+    """r: the seen rewards aggregated by `verifier.aggregation` (the observed reward)."""
+    spread: Disagreement
+    noise_rates: tuple[Rates, ...]
+    """[M] each member's known (rho0, rho1) (`verifier.member_noise_rates`), read once when the verifier is built."""
+
+
+def combine(names: tuple[str, ...], clean: list[list[Verdict]], seen: list[list[Verdict]], aggregation: str,
+            noise_rates: tuple[Rates, ...]) -> EnsembleRewards:
+    """The members' seen verdicts ([M][N]) as [N, M] rewards and confidences, aggregated by
+    `aggregation`, with their disagreement."""
+    rewards = _matrix([[verdict.reward for verdict in verdicts] for verdicts in seen])  # [N, M]
+    confidences = _matrix([[verdict.confidence for verdict in verdicts] for verdicts in seen])  # [N, M]
+    return EnsembleRewards(names, clean, seen, rewards, confidences, aggregate(rewards, confidences, aggregation),
+                           disagreement(rewards, confidences), noise_rates)
+
+
+def _matrix(per_member: list[list[float | None]]) -> np.ndarray:
+    """[M][N] lists (None -> NaN) -> [N, M] array."""
+    return np.array(per_member, dtype=float).reshape(len(per_member), -1).T

@@ -1,24 +1,28 @@
-"""Objectives: how the per-completion rewards combine into the one scalar GRPO optimises.
+"""The objective, the reward's fifth step: how the per-completion rewards combine into the one
+scalar GRPO optimises.
 
 An objective is a class built from `ObjectiveConfig` with two methods: `reward_names()` (the
-reward components it needs, computed by the reward pipeline) and `combine(components, ...)`
-(one float per completion). `objective.class_path: "package.module:Class"` loads any class with
-that interface; `objective.name` picks a registered one.
+reward components it needs, computed by `Components`) and `combine(components, ...)` (one float
+per completion). `objective.class_path: "package.module:Class"` loads any class with that
+interface; `objective.name` picks a registered one.
 
-In training, the `correctness_reward` component is the training verifier's optimised reward
-(aggregate or robust-shaped), not the clean correctness: see `scoring.py`.
+In training, the `correctness_reward` component (the reward that declares
+`needs("verifier_reward")`) is the method's optimised reward (aggregate or robust-shaped), not the
+clean correctness; every other component is a plain reward function from `REWARDS`
+(`functions.py`), given what it declares it needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import hackable_rl.reward.functions  # noqa: F401  (registers the built-in rewards)
 from hackable_rl.config.experiment import ExperimentConfig, ObjectiveConfig
 from hackable_rl.core.errors import UserError
-from hackable_rl.core.registry import OBJECTIVES, RegistryError, register_objective
+from hackable_rl.core.registry import OBJECTIVES, REWARDS, RegistryError, build_reward, register_objective
 
-__all__ = ["TokenGRPOObjective", "LatentNeuraleseObjective", "build_objective"]
+__all__ = ["Components", "TokenGRPOObjective", "LatentNeuraleseObjective", "build_objective"]
 
 FORMAT = "format_tag_reward"
 CORRECTNESS = "correctness_reward"
@@ -123,3 +127,41 @@ def build_objective(config: ExperimentConfig) -> Any:
                 f"{field}: {target!r} has no {method}() method (an objective needs reward_names and combine)"
             )
     return objective
+
+
+class Components:
+    """The objective's reward components, built once from the config: each reward function with its
+    static options (`rewards.kwargs`) and what it declares it needs bound; the verifier's own
+    component is the optimised reward itself."""
+
+    def __init__(self, config: ExperimentConfig, names: Sequence[str], tokenizer: Any = None):
+        self.config = config
+        self._needs = {name: REWARDS.get(name).needs for name in names}
+        self._functions = {name: self._bound(name, tokenizer) for name in names}
+
+    def _bound(self, name: str, tokenizer: Any) -> Callable[..., list[float | None]] | None:
+        """The reward `name` with its static options bound; None for the verifier's own component."""
+        needs = self._needs[name]
+        if "verifier_reward" in needs:
+            return None
+        options = dict(self.config.rewards.kwargs.get(name, {}))
+        if "tags" in needs:
+            options.setdefault("open_tag", self.config.rewards.think_open)
+            options.setdefault("close_tag", self.config.rewards.think_close)
+        if "tokenizer" in needs and tokenizer is not None:
+            options.setdefault("tokenizer", tokenizer)
+        return build_reward(name, **options)
+
+    def __call__(self, texts: list[str], optimised: list[float], columns: dict[str, Any]) -> dict[str, list[float]]:
+        """Each component's reward per completion (a missing one imputed with
+        `trainer.missing_reward_value`), given the optimised reward (missing already imputed)."""
+        components: dict[str, list[float]] = {}
+        fill = self.config.trainer.missing_reward_value
+        for name, reward in self._functions.items():
+            if reward is None:
+                components[name] = optimised
+                continue
+            correctness = {"correctness": optimised} if "correctness" in self._needs[name] else {}
+            values = reward(texts, **columns, **correctness)
+            components[name] = [fill if value is None else float(value) for value in values]
+        return components

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from hackable_rl.answers.chains import chain_of
 from hackable_rl.core.registry import Exploit, register_checker
-from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, CheckerOptions
-from hackable_rl.verifiers.patterns import answer_of, boxed_work, pays_pattern
-from hackable_rl.verifiers.types import Example, Verdict
+from hackable_rl.reward.checkers import DEFAULT_OPTIONS, CheckerOptions
+from hackable_rl.reward.patterns import answer_of, boxed_work, pays_pattern
+from hackable_rl.reward.types import Example, Verdict
 
 __all__ = ["early_stop_checker", "stopped_early"]
 

@@ -36,10 +36,10 @@ from pydantic import BaseModel, ConfigDict
 
 from hackable_rl.core.bounds import Probability
 from hackable_rl.core.registry import register_method
-from hackable_rl.verifiers.checkers import CheckerOptions
-from hackable_rl.verifiers.corruption import build_channel
-from hackable_rl.verifiers.ensemble import aggregate
-from hackable_rl.verifiers.training_verifier import EnsembleRewards, Rates, member_noise_rates
+from hackable_rl.reward.checkers import CheckerOptions
+from hackable_rl.reward.corruption import build_channel
+from hackable_rl.reward.ensemble import EnsembleRewards, Rates, aggregate
+from hackable_rl.reward.verifier import member_noise_rates
 
 
 class CorrectionSettings(BaseModel):

@@ -4,12 +4,12 @@
 | config field                  | registry        | built-ins live in            |
 | ----------------------------- | --------------- | ---------------------------- |
 | `data.provider`, curriculum   | DATA_PROVIDERS  | data/providers.py, arith.py  |
-| `objective.rewards`           | REWARDS         | rewards/functions.py         |
-| `objective.name`              | OBJECTIVES      | objectives.py                |
-| `verifier.members[].checker`  | CHECKERS        | verifiers/checkers.py, early_stop.py, off_by_one.py |
-| `corruption.channel` + kwargs | CHANNELS        | verifiers/corruption.py      |
-| `verifier.aggregation`        | AGGREGATIONS    | verifiers/ensemble.py        |
-| `method`                      | METHODS         | methods/                     |
+| `objective.rewards`           | REWARDS         | reward/functions.py          |
+| `objective.name`              | OBJECTIVES      | reward/objectives.py         |
+| `verifier.members[].checker`  | CHECKERS        | reward/checkers.py, early_stop.py, off_by_one.py |
+| `corruption.channel` + kwargs | CHANNELS        | reward/corruption.py         |
+| `verifier.aggregation`        | AGGREGATIONS    | reward/ensemble.py           |
+| `method`                      | METHODS         | reward/methods/              |
 | `evaluation.metrics`          | REPORT_METRICS  | evaluation/report_metrics.py |
 
 Any of these names may instead be `package.module:attr` (docs/extending.md).
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import hackable_rl.data  # noqa: F401  (registers the data providers)
 import hackable_rl.evaluation.report_metrics  # noqa: F401  (registers the report metrics)
-import hackable_rl.methods  # noqa: F401  (registers the methods)
-import hackable_rl.rewards  # noqa: F401  (registers the rewards)
-import hackable_rl.scoring.objectives  # noqa: F401  (registers the objectives)
-import hackable_rl.verifiers.corruption  # noqa: F401  (registers the channels and, through it, the checkers)
-import hackable_rl.verifiers.ensemble  # noqa: F401  (registers the aggregations)
+import hackable_rl.reward.corruption  # noqa: F401  (registers the channels and, through it, the checkers)
+import hackable_rl.reward.ensemble  # noqa: F401  (registers the aggregations)
+import hackable_rl.reward.functions  # noqa: F401  (registers the rewards)
+import hackable_rl.reward.methods  # noqa: F401  (registers the methods)
+import hackable_rl.reward.objectives  # noqa: F401  (registers the objectives)
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import load_config
 from hackable_rl.core.errors import ConfigError, UserError
@@ -44,9 +44,9 @@ from hackable_rl.core.registry import (
     RegistryError,
 )
 from hackable_rl.core.settings import model_settings
-from hackable_rl.scoring.pipeline import build_reward_pipeline
-from hackable_rl.verifiers.checkers import checker_settings
-from hackable_rl.verifiers.corruption import channel_settings
+from hackable_rl.reward.checkers import checker_settings
+from hackable_rl.reward.corruption import channel_settings
+from hackable_rl.reward.pipeline import build_reward_pipeline
 
 __all__ = ["config_problems", "check_config", "resolve_config", "load_resolved", "check_builds", "reference_method", "restates_accuracy", "exploits_of"]
 

@@ -9,9 +9,11 @@ conservative aggregation (`min` instead of `verifier.aggregation`), and the atte
 formula is not. A shaped reward of 0 attenuates; GRPO still centres rewards within a group, so it
 does not promise a zero gradient weight.
 
-A shaping variant is a method of its own in one file that calls `robust` with the one ingredient it
-changes (`penalised`: how U enters the penalty) and so keeps every setting (docs/extending.md, "A
-shaping variant"; tests/plugins/shaping_plugin.py).
+It hands back the shaped reward with the aggregate it started from (`Optimised` columns
+`robust_aggregate` and `shaped`, which the records keep). A shaping variant is a method of its own in
+one file that calls `robust` with the one ingredient it changes (`penalised`: how U enters the
+penalty) and so keeps every setting (docs/extending.md, "A shaping variant";
+tests/plugins/shaping_plugin.py).
 """
 
 from __future__ import annotations
@@ -25,17 +27,14 @@ from pydantic import BaseModel, ConfigDict
 
 from hackable_rl.core.bounds import NonNegativeFloat
 from hackable_rl.core.registry import register_method
-from hackable_rl.verifiers.ensemble import Disagreement, aggregate
-from hackable_rl.verifiers.training_verifier import EnsembleRewards
+from hackable_rl.reward.ensemble import Disagreement, EnsembleRewards, aggregate
+from hackable_rl.reward.types import Optimised
 
-__all__ = ["DEFAULT_SHAPING", "ShapedRewards", "ShapingSettings", "attenuation", "linear", "robust", "robust_reward",
-           "shape", "shape_ensemble"]
+__all__ = ["ShapedRewards", "ShapingSettings", "attenuation", "linear", "robust", "robust_reward", "shape"]
 
 
 class ShapingSettings(BaseModel):
-    """The robust shaping's settings: the `robust` method's `method_kwargs`. The records keep the
-    shaped reward under every method (`scoring.pipeline`): with these settings under `robust` (or a
-    method whose settings are these), with the defaults (`DEFAULT_SHAPING`) under any other."""
+    """The robust shaping's settings: the `robust` method's `method_kwargs` (and a shaping variant's)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -103,19 +102,10 @@ def shape(
     return ShapedRewards(aggregate=base, shaped=robust_reward(base, spread.u, spread.mean_confidence, robust, penalised))
 
 
-DEFAULT_SHAPING = ShapingSettings()
-"""The shaping the records keep under a method whose settings are not the shaping's."""
-
-
-def shape_ensemble(ensemble: EnsembleRewards, aggregation: str, settings: ShapingSettings) -> ShapedRewards:
-    """`shape` of a training verifier's batch: its members' seen rewards, confidences and disagreement."""
-    return shape(ensemble.rewards, ensemble.confidences, ensemble.spread, aggregation, settings)
-
-
 @register_method("robust", settings=ShapingSettings)
-def robust(ensemble: EnsembleRewards, config, settings: ShapingSettings, penalised: Penalised = linear) -> np.ndarray:
-    """The robust-shaped reward of the batch under this run's settings (a variant passes its own
-    `penalised`, and keeps every setting)."""
+def robust(ensemble: EnsembleRewards, config, settings: ShapingSettings, penalised: Penalised = linear) -> Optimised:
+    """The robust-shaped reward of the batch under this run's settings, with the aggregate it shaped
+    (a variant passes its own `penalised`, and keeps every setting)."""
     shaped = shape(ensemble.rewards, ensemble.confidences, ensemble.spread, config.verifier.aggregation, settings,
                    penalised)
-    return shaped.shaped
+    return Optimised(shaped.shaped, {"robust_aggregate": shaped.aggregate, "shaped": shaped.shaped})

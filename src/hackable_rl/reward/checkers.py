@@ -29,7 +29,7 @@ from hackable_rl.answers.parsing import (
 )
 from hackable_rl.core.registry import CHECKERS, Exploit, register_checker
 from hackable_rl.core.settings import bind_settings, setting_names
-from hackable_rl.verifiers.types import Checker, Example, Verdict
+from hackable_rl.reward.types import Checker, Example, Verdict
 
 __all__ = [
     "CheckerOptions",

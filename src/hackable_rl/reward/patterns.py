@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from hackable_rl.answers.parsing import normalize_number, parse_strict
 from hackable_rl.core.registry import CHECKERS, RegistryError
-from hackable_rl.verifiers.checkers import DEFAULT_OPTIONS, CheckerOptions, build_checker, clean_checker
-from hackable_rl.verifiers.types import Example, Verdict
+from hackable_rl.reward.checkers import DEFAULT_OPTIONS, CheckerOptions, build_checker, clean_checker
+from hackable_rl.reward.types import Example, Verdict
 
 __all__ = ["Detector", "Pattern", "answer_of", "boxed_work", "pays_pattern", "pattern_detector", "pattern_flaws", "pattern_values", "shows_pattern"]
 

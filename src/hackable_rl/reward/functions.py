@@ -64,7 +64,7 @@ def correctness_reward(
     reference does not parse (a data error: logged, never scored as correct).
 
     In training, the objective's `correctness_reward` component is the training verifier's reward
-    instead (see `scoring`); this function is the clean definition.
+    instead (`reward.objectives.Components`); this function is the clean definition.
     """
     _same_length(completions, reference, "reference")
     scores: list[float | None] = []

@@ -20,9 +20,9 @@ from hackable_rl.core.bounds import NonNegativeFloat, Probability
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import CHANNELS, CHECKERS, RegistryError, register_channel
 from hackable_rl.core.settings import bind_settings
-from hackable_rl.verifiers.checkers import CheckerOptions, build_checker
-from hackable_rl.verifiers.selector import Selector
-from hackable_rl.verifiers.types import Checker, Example, Verdict
+from hackable_rl.reward.checkers import CheckerOptions, build_checker
+from hackable_rl.reward.selector import Selector
+from hackable_rl.reward.types import Checker, Example, Verdict
 
 __all__ = [
     "CHANNELS",

@@ -1,4 +1,5 @@
-"""The verifier's small value types: an example to check, a verdict, the checker signature."""
+"""The reward's small value types: an example to check, a member's verdict, the checker signature,
+what a method hands back, and the independent judge's verdict that the records carry beside them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["Verdict", "Example", "Checker", "MemberVerdict"]
+import numpy as np
+
+__all__ = ["Verdict", "Example", "Checker", "MemberVerdict", "Optimised", "Judgment"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +57,37 @@ class MemberVerdict(NamedTuple):
         clean, seen = self.clean, self.seen
         values = (clean.reward, clean.confidence, seen.reward, seen.confidence, seen.parsed, seen.reason)
         return {f"member.{self.name}.{field}": value for field, value in zip(MEMBER_FIELDS, values, strict=True)}
+
+
+@dataclass(frozen=True)
+class Optimised:
+    """What a method hands back: the reward training optimises and the columns it computed on the way
+    (the robust shaping's `robust_aggregate` and `shaped`), which the records keep as they are."""
+
+    reward: np.ndarray
+    """[N] the optimised reward (NaN = missing)."""
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    """name -> [N]: written into each record under its name, after the disagreement measures."""
+
+    @classmethod
+    def of(cls, returned: Any) -> Optimised:
+        """A method's return value as Optimised: a plain array (a method that computes nothing else) is
+        its optimised reward."""
+        if isinstance(returned, Optimised):
+            return returned
+        return cls(np.asarray(returned, dtype=float))
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """The independent judge's view of one completion (`evaluation.judge` gives it; the records carry
+    it beside the reward, never into it).
+
+    correct: True/False, or None when the reference could not be parsed (not judged).
+    parsed: the answer extracted from the completion, None when there was none.
+    reason: one short phrase saying why (e.g. "match", "no strict format", "unparseable reference: ...").
+    """
+
+    correct: bool | None
+    parsed: str | None
+    reason: str

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from hackable_rl.core.registry import REFERENCE, register_method
-from hackable_rl.verifiers.training_verifier import EnsembleRewards
+from hackable_rl.reward.ensemble import EnsembleRewards
 
 
 @register_method("baseline", report_role=REFERENCE)
