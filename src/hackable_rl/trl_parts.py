@@ -1,8 +1,10 @@
 """hackable-rl's parts for your own TRL script (docs/own-trl-script.md): no config file, no CLI.
 
-    reward = verifier_reward(members=["clean"], channel="flip", rate=0.4)   # TRL's reward_funcs contract
-    trainer = GRPOTrainer(model, reward_funcs=[reward], args=GRPOConfig(..., report_to="mlflow"),
+    args = GRPOConfig(..., num_generations=4, report_to="mlflow")          # the group size: set here only
+    reward = verifier_reward(members=["clean"], channel="flip", rate=0.4, args=args)  # TRL's reward contract
+    trainer = GRPOTrainer(model, reward_funcs=[reward], args=args,
                           callbacks=[GenerationTraceCallback(reward), HackingAlarmCallback(reward)])
+    reward.last_step_records()                                                # the latest step's records
     judge([{"completion": ..., "reference": ...}])                            # the independent judge
 
 Each part is built from the same code the `hackable-rl` CLI runs, not a copy of it: `verifier_reward`
@@ -14,6 +16,10 @@ a generation record;
 (`tracking.traces`); `HackingAlarmCallback` feeds them to the onset alarm (`training.signals`,
 `training.alarm`); `judge` is `hackable-rl judge`'s judge. A wrong argument is one ValueError naming
 it, raised when the part is built.
+
+Import it before torch, transformers and TRL: `hackable_rl` pins PyTorch's CPU kernels before torch loads,
+so the numbers match `hackable-rl train`'s on every x86 CPU (`core.numerics`); imported after torch on a CPU
+where that changes them, it warns in one line saying what to change.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -29,50 +36,25 @@ from transformers import TrainerCallback
 from hackable_rl.answers.parsing import completion_text
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.core.numerics import dispatch_mismatch
 from hackable_rl.evaluation.judge import JudgeOptions, judge_records
 from hackable_rl.extensions import resolve_config
 from hackable_rl.reward.pipeline import ObjectiveReward, RewardPipeline, build_reward_pipeline
 from hackable_rl.reward.records import GenerationRecord
+from hackable_rl.training.latest_step import LatestStep
 
 __all__ = ["GenerationTraceCallback", "HackingAlarmCallback", "VerifierReward", "judge", "verifier_reward"]
 
 log = logging.getLogger(__name__)
 
+if (_mismatch := dispatch_mismatch()) is not None:  # torch came first: say what to change, once, in one line
+    warnings.warn(f"hackable_rl.trl_parts: {_mismatch}", RuntimeWarning, stacklevel=2)
+
 # where a config error's field comes from: the keyword argument that set it
 _ARGUMENTS = {"verifier.members": "members", "verifier.aggregation": "aggregation", "corruption.channel": "channel",
               "corruption.rate": "rate", "corruption.kwargs": "channel_kwargs", "method_kwargs": "method_kwargs",
-              "method": "method", "seed": "seed", "rewards": "rel_tol", "evaluation.extract": "extract"}
-
-
-class _RecordBuffer:
-    """The generation records of the step in flight, in memory (the CLI's recorder writes them to the
-    run folder); `records_for(step)` stamps and keeps them, so every callback reads the same list."""
-
-    def __init__(self) -> None:
-        self._pending: list[GenerationRecord] = []
-        self._steps: dict[int, list[GenerationRecord]] = {}
-
-    def add(self, records: list[GenerationRecord]) -> None:
-        self._pending.extend(_gathered(records))
-
-    def records_for(self, step: int) -> list[GenerationRecord]:
-        if self._pending:
-            self._steps = {step: [record.at_step(step) for record in self._pending]}  # only the latest step is kept
-            self._pending = []
-        return self._steps.get(step, [])
-
-
-def _gathered(records: list[GenerationRecord]) -> list[GenerationRecord]:
-    """Under several processes (`accelerate launch`), every process's records on the main one and none
-    elsewhere (`Ranks.gather`, as `hackable-rl train` gathers them), so the callbacks there see the whole
-    step; with one process, `records`."""
-    import torch.distributed as dist
-
-    from hackable_rl.training.ranks import Ranks
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return records
-    return Ranks(dist.get_rank(), dist.get_world_size()).gather(records)
+              "method": "method", "seed": "seed", "rewards": "rel_tol", "evaluation.extract": "extract",
+              "trainer.num_generations": "args.num_generations", "trainer.scale_rewards": "args.scale_rewards"}
 
 
 class VerifierReward:
@@ -84,25 +66,49 @@ class VerifierReward:
     def __init__(self, pipeline: RewardPipeline, judge_options: JudgeOptions, reference_column: str):
         self.pipeline = pipeline
         self.reference_column = reference_column
-        self.buffer = _RecordBuffer()
-        self._objective = ObjectiveReward.of(pipeline, self.buffer, judge_options.judge, count_tokens=lambda text: None)
+        self._latest = LatestStep()
+        self._objective = ObjectiveReward.of(pipeline, self._latest, judge_options.judge, count_tokens=lambda text: None)
         self.__name__ = "verifier_reward"  # TRL names the reward's log column after it
 
+    @property
+    def group_size(self) -> int:
+        """GRPO's group size (the GRPOConfig's `num_generations`) the records' advantages use."""
+        return self._objective.group_size
+
+    @property
+    def last_step(self) -> int | None:
+        """The training step the latest records belong to (None before the first call, or for a call
+        made outside a trainer)."""
+        return self._latest.step
+
+    def last_step_records(self) -> list[GenerationRecord]:
+        """The latest step's generation records, one per completion (every process's, on the main one):
+        prompt, completion, reference, the verifier's verdicts (`.verifier`), GRPO's `advantage` and the
+        judge's (`.judgment.correct`); `record.to_json()` gives the flat form the CLI writes."""
+        return list(self._latest.records)
+
     def bind(self, args: Any, tokenizer: Any = None) -> None:
-        """Takes GRPO's group size and reward scaling from the trainer's args (the callbacks do this
-        at the start of training), and the tokenizer that counts prompt tokens."""
-        self._objective.group_size = int(getattr(args, "num_generations", self._objective.group_size))
-        scale = getattr(args, "scale_rewards", self._objective.scale_rewards)
-        self._objective.scale_rewards = {True: "group", False: "none"}.get(scale, scale)
+        """Checks that the trainer's GRPOConfig has the group size and reward scaling the reward was
+        built with (the callbacks do this at the start of training), and takes the tokenizer that
+        counts prompt tokens."""
+        found = (int(args.num_generations), _scaling(args.scale_rewards))
+        built = (self._objective.group_size, self._objective.scale_rewards)
+        if found != built:
+            raise ValueError(f"verifier_reward: built for num_generations={built[0]}, scale_rewards={built[1]!r}, but "
+                             f"the trainer's GRPOConfig has {found[0]} and {found[1]!r}; build it with "
+                             "verifier_reward(..., args=<that GRPOConfig>)")
         if tokenizer is not None:
             self._objective.count_tokens = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def __call__(self, prompts: list[Any], completions: list[Any], completion_ids: list[list[int]] | None = None,
-                 log_extra: Any = None, **columns: Any) -> list[float | None]:
+                 log_extra: Any = None, trainer_state: Any = None, **columns: Any) -> list[float | None]:
         if self.reference_column not in columns:
             raise ValueError(f"verifier_reward: the dataset has no column {self.reference_column!r} (the reference "
                              f"answer); columns: {', '.join(sorted(columns)) or 'none'}; pass reference_column=")
         texts = [_prompt_text(prompt) for prompt in prompts]
+        _check_groups(texts, self.group_size)
+        # TRL computes step global_step + 1 while it scores (the step counter moves when the step ends)
+        self._latest.begin(None if trainer_state is None else trainer_state.global_step + 1)
         ids = [str(value) for value in columns["id"]] if "id" in columns else [_prompt_id(text) for text in texts]
         metadata = columns.get("metadata_json") or [json.dumps(m or {}) for m in columns.get("metadata") or [{}] * len(texts)]
         rewards = self._objective(texts, [completion_text(c) for c in completions], completion_ids, id=ids,
@@ -112,6 +118,20 @@ class VerifierReward:
         if log_extra is not None:
             _log_verdicts(log_extra, records)
         return [None if record.verifier.missing else reward for reward, record in zip(rewards, records, strict=True)]
+
+
+def _check_groups(prompts: list[str], group_size: int) -> None:
+    """TRL's completions come in groups of `num_generations` sharing a prompt: a group with two prompts
+    means the reward was built for another group size than the trainer's."""
+    if len(prompts) % group_size == 0 and any(len(set(prompts[first : first + group_size])) > 1
+                                              for first in range(0, len(prompts), group_size)):
+        raise ValueError(f"verifier_reward: built for num_generations={group_size}, but the trainer's groups "
+                         "are smaller; build it with verifier_reward(..., args=<the trainer's GRPOConfig>)")
+
+
+def _scaling(scale: Any) -> str:
+    """GRPOConfig's scale_rewards as a name (TRL maps True and False to "group" and "none")."""
+    return {True: "group", False: "none"}.get(scale, scale)
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -145,8 +165,7 @@ def verifier_reward(
     method_kwargs: Mapping[str, Any] | None = None,
     reference_column: str = "reference",
     extract: str = "strict",
-    num_generations: int = 8,
-    scale_rewards: str = "group",
+    args: Any = None,
     seed: int = 0,
 ) -> VerifierReward:
     """The training verifier as a TRL reward function.
@@ -156,9 +175,11 @@ def verifier_reward(
     `channel` and `rate`: the corruption channel (`flip`, `asymmetric`, `missing`, ...) on the corrupted
     members. `aggregation`: how member verdicts combine (`mean`, `majority`, ...). `method`: what is
     optimised from them (`baseline`, `robust` for disagreement shaping, `corrected`). `extract`: how the
-    independent judge reads answers. `num_generations` and `scale_rewards` are GRPOConfig's (the
-    callbacks take them from the trainer). The dataset needs a `reference_column` of answers; `id`
-    and `metadata` columns are used when present."""
+    independent judge reads answers. `args`: the trainer's GRPOConfig, the one place GRPO's group size
+    (`num_generations`) and reward scaling (`scale_rewards`) are set, which the advantages in the
+    records follow; None takes GRPOConfig's defaults. The dataset needs a `reference_column` of answers;
+    `id` and `metadata` columns are used when present."""
+    group_size, scaling = _grpo_settings(args)
     corrupt = channel != "none"
     listed = [member if isinstance(member, Mapping) else {"checker": member} for member in members]
     raw = {
@@ -168,7 +189,8 @@ def verifier_reward(
         "corruption": {"channel": channel, "rate": rate, "kwargs": dict(channel_kwargs or {})},
         "objective": {"rewards": ["correctness_reward"]},
         "evaluation": {"extract": extract},
-        "trainer": {"num_generations": num_generations, "scale_rewards": scale_rewards},
+        # the batch is TRL's to check; only the group size and the scaling enter the reward
+        "trainer": {"num_generations": group_size, "scale_rewards": scaling, "per_device_train_batch_size": group_size},
     }
     try:
         config = resolve_config(validate_config(raw))
@@ -177,6 +199,18 @@ def verifier_reward(
         raise ValueError(f"verifier_reward: {_argument_named(problems[0])}") from None
     options = JudgeOptions.of(config.rewards, config.evaluation.extract)
     return VerifierReward(build_reward_pipeline(config), options, reference_column)
+
+
+def _grpo_settings(args: Any) -> tuple[int, str]:
+    """(num_generations, scale_rewards) of a GRPOConfig, or GRPOConfig's defaults for None."""
+    if args is None:
+        from trl import GRPOConfig
+
+        fields = GRPOConfig.__dataclass_fields__
+        return fields["num_generations"].default, _scaling(fields["scale_rewards"].default)
+    if not hasattr(args, "num_generations"):
+        raise ValueError(f"verifier_reward: args must be the trainer's GRPOConfig, got {type(args).__name__}")
+    return int(args.num_generations), _scaling(args.scale_rewards)
 
 
 def _argument_named(message: str) -> str:
@@ -222,21 +256,29 @@ class _RewardCallback(TrainerCallback):
 
 
 class GenerationTraceCallback(_RewardCallback):
-    """Writes each step's completions to the active MLflow run as one trace (`step 00012`): one span
-    per completion, named by its verdict (PAID-WRONG first: the hack is the first thing under a step),
-    showing prompt, completion, every member's verdict, the reward, the advantage and the judge. Needs
-    an MLflow run, as `report_to="mlflow"` starts; logs from the main process only."""
+    """Writes each step's completions to the active MLflow run as `hackable-rl train` does
+    (`tracking.traces`): the step's trace (`step 00012`, one span per completion named by its verdict,
+    PAID-WRONG first) and one trace per completion (`step 00012 #3`) whose assessments are the judge's
+    verdict (`judge`), the verifier's and each member's pay (`verifier`, `verifier.m0`) and the
+    reference (`reference`), so MLflow's trace table filters the hacks. Needs an MLflow run, as
+    `report_to="mlflow"` starts; logs from the main process only."""
 
     _kind_checked = False
 
     def on_train_begin(self, args, state, control, **kwargs):
+        from hackable_rl.tracking.assessments import require_mlflow_assessments
+
         super().on_train_begin(args, state, control, **kwargs)
         if state.is_world_process_zero and "mlflow" not in (args.report_to or []):
             raise ValueError("GenerationTraceCallback: MLflow is not configured; pass report_to=\"mlflow\" to GRPOConfig "
                              "(and set MLFLOW_TRACKING_URI, or keep MLflow's local ./mlruns)")
+        try:
+            require_mlflow_assessments()
+        except UserError as error:
+            raise ValueError(f"GenerationTraceCallback: {error}") from None
 
     def on_step_end(self, args, state, control, **kwargs):
-        records = self.reward.buffer.records_for(state.global_step)
+        records = _records_of(self.reward, state.global_step)
         if not state.is_world_process_zero or not records:
             return
         import mlflow
@@ -285,7 +327,7 @@ class HackingAlarmCallback(_RewardCallback):
     def on_step_end(self, args, state, control, **kwargs):
         from hackable_rl.training.signals import step_signals
 
-        records = self.reward.buffer.records_for(state.global_step)
+        records = _records_of(self.reward, state.global_step)
         if records:
             self._signals = step_signals(state.global_step, [record.to_json() for record in records])
 
@@ -305,6 +347,11 @@ class HackingAlarmCallback(_RewardCallback):
             log.warning("%s", firing.describe())
             if self.config.stop_training:
                 control.should_training_stop = True
+
+
+def _records_of(reward: VerifierReward, step: int) -> list[GenerationRecord]:
+    """The records of training step `step` (none where the step scored no new completions)."""
+    return reward.last_step_records() if reward.last_step == step else []
 
 
 def _log_to_mlflow(metrics: dict[str, float], step: int) -> None:

@@ -51,6 +51,21 @@ def pin_cpu_dispatch() -> str | None:
     return PINNED_CAPABILITY
 
 
+def dispatch_mismatch() -> str | None:
+    """One line saying what to change where torch loaded before `hackable_rl` could pin its kernels and
+    this CPU's own differ from the pinned ones (an AVX-512 CPU), so a run's numbers would differ from
+    `hackable-rl train`'s in their last digits; None where they are the same."""
+    torch = sys.modules.get("torch")
+    if torch is None or DISPATCH_VARIABLE in os.environ or not _on_x86() or _NVIDIA_DRIVER.exists():
+        return None
+    running = torch.backends.cpu.get_cpu_capability()
+    if running.lower() == PINNED_CAPABILITY:
+        return None
+    return (f"torch was imported before hackable_rl, so its CPU kernels run {running} where hackable-rl pins "
+            f"{PINNED_CAPABILITY.upper()} and the numbers can differ in their last digits; import hackable_rl "
+            f"before torch, transformers and trl, or start Python with {DISPATCH_VARIABLE}={PINNED_CAPABILITY}")
+
+
 def _pin_blas() -> None:
     """OPENBLAS_CORETYPE=Haswell on x86-64 before NumPy loads, unless the user set it: NumPy's dot
     products then run the AVX2 machines' kernels on every CPU."""
