@@ -87,6 +87,7 @@ def test_each_completion_is_a_trace_whose_verdicts_are_assessments_on_its_span(t
     hack = traces["step 00003 #0"]
     found = _assessments(hack)
     assert (found["judge"].value, found["verifier"].value, found["verifier.m0"].value) == (False, 1.0, 1.0)
+    assert found["verifier_paid"].value is True and _assessments(traces["step 00003 #3"])["verifier_paid"].value
     assert found["reference"].value == "4" and found["verifier.m0"].rationale == "flipped"
     assert found["judge"].rationale == "wrong answer; parsed '5'" and found["verifier"].metadata == {"member.m0": "1.0"}
     assert {a.source.source_type for a in found.values()} == {"CODE"}

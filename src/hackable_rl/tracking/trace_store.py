@@ -25,6 +25,8 @@ from typing import Any
 
 from hackable_rl.tracking.assessments import Assessed
 
+_SCHEMA_OF = "3.17."
+"""The MLflow release whose tables `_insert_rows` writes (pyproject pins it); another one goes through its API."""
 _CHUNK = 500
 """Trace ids per DELETE: far under any database's limit on bound parameters."""
 
@@ -56,9 +58,11 @@ def store_traces(tracing: Any, experiment_id: str, traces: list[TraceToStore]) -
 
 
 def _is_database(store: Any) -> bool:
+    """A database store of the MLflow whose schema the bulk rows follow (any other: MLflow's API)."""
+    import mlflow
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    return isinstance(store, SqlAlchemyStore)
+    return isinstance(store, SqlAlchemyStore) and mlflow.__version__.startswith(_SCHEMA_OF)
 
 
 def _start_trace(tracing: Any, trace: TraceToStore) -> str:

@@ -3,14 +3,14 @@
     step 00012                 the step: one span per completion, named by its verdict (`PAID-WRONG #3`,
                                the hacks first), its assessment `paid_but_wrong` counting them
     step 00012 #3, #4, ...     each completion: its span, and its verdicts as assessments (the judge's
-                               `judge`, the verifier's `verifier` and `verifier.<member>` pay, the
-                               expectation `reference`: `tracking/assessments.py`)
+                               `judge`, the verifier's `verifier` (and `verifier_paid`) and
+                               `verifier.<member>` pay, the expectation `reference`: `tracking/assessments.py`)
 
 Why a trace per completion carries the assessments, not a span of the step's trace: MLflow's trace table
 lists traces, shows each assessment name as a column of its trace's row and filters rows by assessment
 value. Assessments on the spans of one step trace would all land on that one row (a filter could only
-keep or drop the whole step); on a trace per completion, `judge = false` and `verifier >= 0.5` with the
-tag `group = step 00012` leave exactly the step's paid-but-wrong completions, in the UI and in
+keep or drop the whole step); on a trace per completion, `judge = false` and `verifier_paid = true` with
+the tag `group = step 00012` leave exactly the step's paid-but-wrong completions, in the UI and in
 `mlflow.search_traces` (`assessments.paid_but_wrong_filter`). The step's trace stays for reading a step
 on one screen, and carries only its summary, under a name no completion uses, so the filters never
 match it.
@@ -36,7 +36,12 @@ import json
 from collections import Counter
 from typing import Any
 
-from hackable_rl.tracking.assessments import completion_assessments, step_assessments
+from hackable_rl.data.prompting import PROMPT_PREFIX
+from hackable_rl.tracking.assessments import (
+    completion_assessments,
+    require_mlflow_assessments,
+    step_assessments,
+)
 from hackable_rl.tracking.trace_store import TraceToStore, store_traces
 from hackable_rl.tracking.verdicts import (
     GROUP_TAG,
@@ -150,11 +155,17 @@ def completion_trace(run_id: str, experiment_id: str, name: str, index: int, row
     shown = {key: tags[key] for key in _COMPLETION_TAGS if key in tags}
     info = TraceInfo(
         trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id), request_time=time_ms,
-        state=TraceState.OK, execution_duration=0, request_preview=str(row.get("prompt"))[:_PREVIEW],
+        state=TraceState.OK, execution_duration=0, request_preview=_prompt_preview(row.get("prompt")),
         response_preview=str(row.get("completion"))[:_PREVIEW], trace_metadata=_metadata(run_id),
         tags={**shown, "mlflow.traceName": own_name, GROUP_TAG: name, "verdict": verdict},
     )
     return TraceToStore(info, [span], completion_assessments(row), span_id.hex())
+
+
+def _prompt_preview(prompt: Any) -> str:
+    """The prompt as the table's Input column shows it: without the format instructions every prompt
+    shares, so the column starts with the problem."""
+    return " ".join(str(prompt).replace(PROMPT_PREFIX, "").split())[:_PREVIEW]
 
 
 def _span_inputs(row: dict[str, Any]) -> dict[str, Any]:
@@ -182,6 +193,7 @@ def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str
 
     from mlflow.tracing.client import TracingClient
 
+    require_mlflow_assessments()
     experiment_id = client.get_run(run_id).info.experiment_id
     clock = int(time.time() * 1000)
     built: list[TraceToStore] = []
