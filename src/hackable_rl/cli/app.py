@@ -18,6 +18,7 @@ import yaml
 from hackable_rl import __version__
 from hackable_rl.cli import study as cli_study
 from hackable_rl.cli.alarm import alarm_bench
+from hackable_rl.cli.docs import docs_blocks
 from hackable_rl.cli.errors import UserErrorCommands, check_range, fail, show_tracebacks
 from hackable_rl.cli.options import ConfigOption, ResumeMode, SetOption
 from hackable_rl.cli.options import command_config as _config
@@ -393,3 +394,4 @@ app.command()(cli_study.payoff)
 app.command()(cli_study.condition)
 app.command()(cli_study.pilots)
 app.command("alarm-bench")(alarm_bench)
+app.command("docs-blocks")(docs_blocks)
