@@ -371,6 +371,15 @@ CASES = [
          "seed is set twice ('seed=1', then 'seed=2'); give each key once"),
     case("model-without-chat-template", "eval --base -c tinyshape.yaml --set model.source=no_chat_template",
          "no_chat_template: its tokenizer has no chat template"),
+    # the audited alarm: refused before anything of a run is made (tests/test_alarm_audit.py: a judge's bad verdict)
+    case("audit-k-zero", "train -c plain.yaml --set alarm.audit.k=0", "alarm.audit.k: 0 is below the minimum 1"),
+    case("audit-k-negative", "validate -c plain.yaml --set alarm.audit.k=-3", "alarm.audit.k: -3 is below the minimum 1"),
+    case("audit-k-above-the-step", "train -c plain.yaml --set alarm.audit.k=1000",
+         "alarm.audit.k: 1000 is more than the 32 completions of a step"),
+    case("audit-judge-not-importable", "train -c plain.yaml --set alarm.audit.k=2 --set alarm.audit.judge=no_such_module:judge",
+         "alarm.audit.judge: 'no_such_module:judge': cannot import module"),
+    case("audit-judge-not-a-function", "train -c plain.yaml --set alarm.audit.k=2 --set alarm.audit.judge=os:sep",
+         "alarm.audit.judge: 'os:sep' is str"),
 ]
 
 

@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from transformers import TrainerCallback
@@ -301,37 +301,67 @@ class HackingAlarmCallback(_RewardCallback):
     """The judge-free hacking-onset alarm (docs/metrics.md): each step's signals from the reward's
     records (never the judge), a CUSUM per watched signal, fired once `votes` signals crossed. Logs the
     signals and `alarm` (0 or 1) into the trainer's logs (so to MLflow with report_to="mlflow"), and
-    with `stop_training=True` ends training at the firing step."""
+    with `stop_training=True` ends training at the firing step.
+
+    `audit={"k": 4, ...}` is `alarm.audit` (the same fields, docs/metrics.md "Audited alarm"): each step
+    k completions are judged, by `audit_judge(completion, reference)` (True/False or a Judgment) or, by
+    default, the reward's own independent judge, and the audited gap's test fires the alarm
+    (`signal/audit_gap`; `alarm/audit_judge_calls` counts the judge calls)."""
 
     def __init__(self, reward: VerifierReward, *, signals: Sequence[str] | None = None, votes: int | None = None,
-                 threshold: float | None = None, stop_training: bool = False):
+                 threshold: float | None = None, stop_training: bool = False, audit: Mapping[str, Any] | None = None,
+                 audit_judge: Callable[[str, str], Any] | None = None):
         super().__init__(reward)
         from pydantic import ValidationError
 
         from hackable_rl.config.experiment import AlarmConfig
         from hackable_rl.training.alarm import OnsetAlarm
+        from hackable_rl.training.alarm_audit import StepAudit
 
-        given = {"signals": list(signals) if signals is not None else None, "votes": votes, "threshold": threshold}
+        given = {"signals": list(signals) if signals is not None else None, "votes": votes, "threshold": threshold,
+                 "audit": dict(audit) if audit is not None else None}
         try:
             self.config = AlarmConfig(enabled=True, stop_training=stop_training,
                                       **{key: value for key, value in given.items() if value is not None})
         except ValidationError as error:
             first = error.errors()[0]
             raise ValueError(f"HackingAlarmCallback: {'.'.join(map(str, first['loc'])) or 'settings'}: {first['msg']}") from None
+        try:
+            self.audit = StepAudit.of(self.config.audit, audit_judge, "audit_judge")
+        except UserError as error:
+            raise ValueError(f"HackingAlarmCallback: {error}") from None
         self.alarm = OnsetAlarm(self.config)
         self.firing: Any = None
         self.history: list[dict[str, Any]] = []
         """Each step's signals and alarm state, as logged."""
         self._signals: Any = None
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        super().on_train_begin(args, state, control, **kwargs)
+        completions = getattr(args, "generation_batch_size", None)  # GRPOConfig's completions per step
+        if self.audit is not None and completions and self.audit.k > completions:
+            raise ValueError(f"HackingAlarmCallback: audit.k: {self.audit.k} is more than the {completions} "
+                             "completions of a step (GRPOConfig's generation_batch_size); audit at most that many")
+
     def on_step_end(self, args, state, control, **kwargs):
+        from hackable_rl.training.alarm import AUDIT_SIGNAL
         from hackable_rl.training.signals import step_signals
 
         records = _records_of(self.reward, state.global_step)
-        if records:
-            self._signals = step_signals(state.global_step, [record.to_json() for record in records])
+        if not records:
+            return
+        rows = [record.to_json() for record in records]
+        self._signals = step_signals(state.global_step, rows)
+        if self.audit is not None:
+            try:
+                gap = self.audit.audit(state.global_step, rows)
+            except UserError as error:
+                raise ValueError(f"HackingAlarmCallback: {error}") from None
+            self._signals = self._signals.with_values(**{AUDIT_SIGNAL: gap})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        from hackable_rl.training.alarm_audit import AUDIT_CALLS
+
         if self._signals is None or logs is None or "train_runtime" in logs:
             return
         signals, self._signals = self._signals.with_values(entropy=logs.get("entropy")), None
@@ -339,6 +369,8 @@ class HackingAlarmCallback(_RewardCallback):
         metrics = {f"signal/{name}": value for name, value in signals.to_json().items()
                    if name != "step" and isinstance(value, int | float)}
         metrics["alarm"] = float(self.alarm.raised)
+        if self.audit is not None:
+            metrics[AUDIT_CALLS] = float(self.audit.calls)
         self.history.append({"step": state.global_step, **metrics})
         if state.is_world_process_zero:
             _log_to_mlflow(metrics, state.global_step)

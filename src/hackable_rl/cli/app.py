@@ -150,11 +150,13 @@ def train(
     ] = False,
 ) -> None:
     """Train one policy with GRPO (TRL) against the configured training verifier."""
+    from hackable_rl.training.alarm_audit import StepAudit
     from hackable_rl.training.run import run_training
 
     cfg = _model_config(config, overrides)
     check_output_path(metrics_dir, "--metrics-dir", folder=True)
     check_builds(cfg)  # a plugin of the wrong shape fails before the model loads
+    StepAudit.of(cfg.alarm.audit)  # so does an audit judge that does not load, before the run folder is made
     result = run_training(
         cfg, resume=resume.value, overwrite=overwrite, metrics_out=metrics_dir, allow_config_change=allow_config_change
     )

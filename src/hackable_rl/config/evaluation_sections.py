@@ -19,7 +19,7 @@ from hackable_rl.core.bounds import (
     at_least,
 )
 
-__all__ = ["AlarmConfig", "CapabilityConfig", "EvaluationConfig", "ReportConfig", "TruncationProbeConfig"]
+__all__ = ["AlarmConfig", "AuditConfig", "CapabilityConfig", "EvaluationConfig", "ReportConfig", "TruncationProbeConfig"]
 
 
 # --------------------------------------------------------------------------- evaluation / report
@@ -141,6 +141,31 @@ class TruncationProbeConfig(Section):
     """Tokens the policy may write after the cut (the answer)."""
 
 
+class AuditConfig(Section):
+    """The audited monitor (`training/alarm_audit.py`, docs/metrics.md "Audited alarm"): each step a seeded
+    random sample of `k` completions is judged, and a test on the audited gap (the step's mean reward
+    minus the audited share the judge calls right) warns; `hackable-rl alarm-bench --audit` measures it."""
+
+    k: PositiveInt | None = None
+    """Completions judged per step (null: no audit); at most the step's completions
+    (trainer.effective_batch_size). Each one is a judge call, counted in `alarm/audit_judge_calls`."""
+    test: Literal["cusum", "window"] = "window"
+    """The sequential test on the audited gap: `cusum` (the alarm's CUSUM, h = `threshold`) or `window`
+    (the judge's windowed test over `alarm.window` steps, q = `threshold`)."""
+    threshold: NonNegativeFloat = 2.5
+    """h or q: the audited gap's statistic must exceed it; 2.5 with `window` is what `alarm-bench --audit`
+    chose on the tune replicates for k = 16 and 32 (docs/metrics.md, "Audited alarm", lists each k's)."""
+    seed: NonNegativeInt = 0
+    """Step t audits the completions numpy's `default_rng([seed, t])` picks: a rerun, and the benchmark's
+    replay of a run folder, audit the same ones."""
+    judge: str | None = None
+    """`package.module:function` called as judge(completion, reference) on each audited completion,
+    returning True/False or a Judgment; null: the run's independent judge (its verdict is in every record)."""
+    with_judge_free: bool = False
+    """Also fire on the judge-free alarm (the vote of `alarm.signals`, or `alarm.rule`), whichever crosses
+    first; false: once the audit is on, it alone fires the alarm (the signals are still recorded)."""
+
+
 def _is_number(text: str) -> bool:
     try:
         return float(text) >= 0
@@ -176,6 +201,8 @@ class AlarmConfig(Section):
     """Stop training at the step the alarm fires (a resumable and a permanent checkpoint are saved there)."""
     probe: TruncationProbeConfig = TruncationProbeConfig()
     """The truncation probe (off by default: it costs generations; benchmarks/bench_alarm.py measures it)."""
+    audit: AuditConfig = AuditConfig()
+    """The audited monitor: k judged completions per step (off by default: each costs a judge call)."""
 
     @model_validator(mode="after")
     def _known_signals(self) -> AlarmConfig:
@@ -189,4 +216,6 @@ class AlarmConfig(Section):
                     or (parts[0] not in ALARM_SIGNALS and not parts[0].startswith("pay_rate/"))):
                 raise ValueError(f"alarm.rule: {detector!r} is not `<signal> cusum|window > <threshold>` with a signal "
                                  f"of {', '.join(ALARM_SIGNALS)} or pay_rate/<member>")
+        if self.audit.k is not None and not self.enabled:
+            raise ValueError(f"alarm.audit.k: {self.audit.k} needs alarm.enabled: true (the audit is part of the alarm)")
         return self

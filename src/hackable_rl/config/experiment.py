@@ -19,6 +19,7 @@ from hackable_rl.config.data_sections import ArithConfig, CurriculumConfig, Curr
 from hackable_rl.config.evaluation_sections import (
     ALARM_SIGNALS,
     AlarmConfig,
+    AuditConfig,
     CapabilityConfig,
     EvaluationConfig,
     ReportConfig,
@@ -54,7 +55,7 @@ from hackable_rl.core.bounds import (
 )
 
 __all__ = [
-    "ALARM_SIGNALS", "AlarmConfig", "ArithConfig", "CapabilityConfig", "CurriculumConfig", "CurriculumSource", "DataConfig",
+    "ALARM_SIGNALS", "AlarmConfig", "ArithConfig", "AuditConfig", "CapabilityConfig", "CurriculumConfig", "CurriculumSource", "DataConfig",
     "CorruptionConfig", "EvaluationConfig", "ExperimentConfig", "ObjectiveConfig", "ReportConfig", "RewardsConfig",
     "Section", "TruncationProbeConfig", "VerifierConfig", "VerifierMember",
 ]
@@ -339,6 +340,13 @@ class ExperimentConfig(Section):
                                                         and self.generation.drop_finished_rows):
             raise ValueError("evaluation.common_prefix_first: true needs evaluation.share_prompt_prefix: true and "
                              "generation.drop_finished_rows: true (that decoder numbers positions from the mask)")
+        return self
+
+    @model_validator(mode="after")
+    def _audit_fits_a_step(self) -> ExperimentConfig:
+        if (k := self.alarm.audit.k) is not None and k > (completions := self.trainer.effective_batch_size):
+            raise ValueError(f"alarm.audit.k: {k} is more than the {completions} completions of a step "
+                             "(trainer.effective_batch_size); audit at most that many")
         return self
 
     @model_validator(mode="after")

@@ -73,6 +73,8 @@ class BenchRun:
     fingerprint: str
     same_as: list[str] = field(default_factory=list)
     """Other conditions whose trajectory is this one's (counted once, here)."""
+    folder: Path | None = None
+    """The condition's folder (condition.json, curve.csv, signals.csv): the audit benchmark reads its curve.csv."""
 
     @property
     def key(self) -> str:
@@ -164,6 +166,7 @@ def read_study_runs(results_dir: Path, curve_fallback: bool = False, window: int
             seed=seed, split="tune" if seed in split.tune_seeds else "held_out",
             hacked=_hacked(definition, record, onset, live), judge_onset=onset, live_onset=live,
             cluster=f"{warm_start}-w{seed}", history=signals[0], source=signals[1], fingerprint=_fingerprint(path.parent),
+            folder=path.parent,
         ))
     return runs
 

@@ -16,8 +16,11 @@ The signals come from `training.signals` (one `StepSignals` per step). For each 
 The alarm fires once, at the first step where `alarm.votes` watched signals have crossed (a signal
 that crossed stays crossed); with `alarm.rule`, at the first step any of its detectors crosses (a
 CUSUM at its own h, or the judge's windowed test on a signal: `training/window_test.py`), the rule
-`hackable-rl alarm-bench` chooses. docs/metrics.md, "Hacking-onset alarm", states the rule and its
-false-alarm rate on stationary noise. Plain Python plus scipy.special: the report imports it.
+`hackable-rl alarm-bench` chooses. With `alarm.audit.k`, the audited gap (`training/alarm_audit.py`:
+k judged completions per step) has a detector of its own (`audit_detector`), which fires the alarm
+alone, or beside the judge-free ones with `alarm.audit.with_judge_free`. docs/metrics.md,
+"Hacking-onset alarm", states the rule and its false-alarm rate on stationary noise. Plain Python
+plus scipy.special: the report imports it.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from hackable_rl.training.window_test import WindowDetector
 
 __all__ = [
     "ALARM_FILE", "Z_CLIP", "JOIN_LIMIT", "SignalSpec", "SIGNAL_SPECS", "spec_of", "standardised", "SignalCusum", "AlarmFiring",
-    "OnsetAlarm", "first_crossings", "alarm_step", "write_run_signals",
+    "OnsetAlarm", "first_crossings", "alarm_step", "write_run_signals", "AUDIT_SIGNAL", "AUDIT_SPEC", "audit_detector",
 ]
 
 ALARM_FILE = "alarm.jsonl"
@@ -75,6 +78,13 @@ SIGNAL_SPECS: dict[str, SignalSpec] = {
     "truncation_survival": SignalSpec("up", 0.05),  # few probed completions per step: a coarse share
 }
 """Each signal's direction and sd floor; a `pay_rate/<member>` signal reads as a share that rises."""
+
+
+AUDIT_SIGNAL = "audit_gap"
+"""The audited monitor's value in alarm.jsonl: not judge-free, so `spec_of` does not know it and the
+judge-free benchmark never reads it as a signal."""
+AUDIT_SPEC = SignalSpec("up", 0.02)
+"""The audited gap warns when it rises; its floor is the shares' (a gap is a difference of two shares)."""
 
 
 def spec_of(name: str) -> SignalSpec:
@@ -121,8 +131,8 @@ class _Baseline:
 class SignalCusum:
     """One signal's baseline and CUSUM statistics over a run."""
 
-    def __init__(self, name: str, config: AlarmConfig):
-        self.name, self.spec = name, spec_of(name)
+    def __init__(self, name: str, config: AlarmConfig, spec: SignalSpec | None = None):
+        self.name, self.spec = name, spec or spec_of(name)
         self.slack, self.threshold = config.slack, config.threshold
         self.baseline = _Baseline(config.baseline_steps)
         self.up = self.down = 0.0
@@ -186,14 +196,26 @@ def _rule_detector(text: str, config: AlarmConfig) -> SignalCusum | WindowDetect
     return WindowDetector(signal, config.window, spec.sd_floor, spec.direction, float(threshold))
 
 
+def audit_detector(config: AlarmConfig) -> SignalCusum | WindowDetector:
+    """The audited gap's detector (`alarm.audit`): the alarm's CUSUM or the judge's windowed test at
+    the audit's threshold; the benchmark's replay runs this same detector."""
+    audit = config.audit
+    if audit.test == "cusum":
+        return SignalCusum(AUDIT_SIGNAL, config.model_copy(update={"threshold": audit.threshold}), AUDIT_SPEC)
+    return WindowDetector(AUDIT_SIGNAL, config.window, AUDIT_SPEC.sd_floor, AUDIT_SPEC.direction, audit.threshold)
+
+
 class OnsetAlarm:
     """Fires at most once per run: at the first step where `config.votes` watched signals have crossed,
-    or, with `alarm.rule`, where any of its detectors crosses."""
+    or, with `alarm.rule`, where any of its detectors crosses; with `alarm.audit.k`, where the audited
+    gap's detector crosses (and the judge-free ones only with `alarm.audit.with_judge_free`)."""
 
     def __init__(self, config: AlarmConfig):
         self.votes = 1 if config.rule else config.votes
         self.cusums = ([_rule_detector(text, config) for text in config.rule] if config.rule
                        else [SignalCusum(name, config) for name in config.signals])
+        self.audit = audit_detector(config) if config.audit.k is not None else None
+        self.judge_free = self.audit is None or config.audit.with_judge_free
         self.crossed: list[SignalCusum] = []
         self.fired: AlarmFiring | None = None
 
@@ -202,11 +224,15 @@ class OnsetAlarm:
         for cusum in self.cusums:  # every signal sees every step, also after the alarm fired
             if cusum.update(signals.step, signals.get(cusum.name)):
                 self.crossed.append(cusum)
-        if self.fired is not None or len(self.crossed) < self.votes:
+        audited = self.audit is not None and self.audit.update(signals.step, signals.get(AUDIT_SIGNAL))
+        if self.fired is not None:
             return None
-        last = self.crossed[self.votes - 1]
-        described = "; ".join(cusum.describe() for cusum in self.crossed[: self.votes])
-        self.fired = AlarmFiring(signals.step, last.name, tuple(c.name for c in self.crossed), described)
+        if audited:  # the judge's word comes first when both cross at one step
+            self.fired = AlarmFiring(signals.step, AUDIT_SIGNAL, (AUDIT_SIGNAL,), self.audit.describe())
+        elif self.judge_free and len(self.crossed) >= self.votes:
+            last = self.crossed[self.votes - 1]
+            described = "; ".join(cusum.describe() for cusum in self.crossed[: self.votes])
+            self.fired = AlarmFiring(signals.step, last.name, tuple(c.name for c in self.crossed), described)
         return self.fired
 
     @property

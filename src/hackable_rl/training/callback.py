@@ -12,7 +12,8 @@ in it): its signals (`training.signals`, the truncation probe's when it is on) g
 once, and every metrics row gets `alarm` (0 before the alarm fired, 1 from its step on: the event
 marker on the step charts); where it fires, a console line, MLflow tags (sent at once: setting a tag
 twice cannot duplicate anything), two more keys in that step's row and, with `alarm.stop_training`,
-the end of training.
+the end of training. With `alarm.audit.k` the step's audited gap (`training.alarm_audit`) joins its
+signals, and every metrics row gets the audit's judge calls so far and the step's audited gap.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.tracking.traces import step_trace_name
 from hackable_rl.tracking.versions import CHECKPOINT_EVENTS, CheckpointVersion, checkpoint_artifact
 from hackable_rl.tracking.views import chart_names
-from hackable_rl.training.alarm import ALARM_FILE, AlarmFiring, OnsetAlarm
+from hackable_rl.training.alarm import ALARM_FILE, AUDIT_SIGNAL, AlarmFiring, OnsetAlarm
+from hackable_rl.training.alarm_audit import AUDIT_CALLS, AUDIT_GAP_METRIC, StepAudit
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.constant_series import ConstantSeries, Point, constant_tags, released_in
 from hackable_rl.training.curves import step_metrics
@@ -75,6 +77,8 @@ class RunCallback(TrainerCallback):
         self.last_row: dict[str, Any] = {}  # the metrics row of the step logged last (console progress reads it)
         self.alarm = OnsetAlarm(run.alarm)
         self._signals: StepSignals | None = None  # the step's alarm signals, until its log brings the entropy
+        self.audit = StepAudit.of(run.alarm.audit) if run.alarm.enabled else None
+        self._audit_row: dict[str, float] = {}  # the step's audit metrics, until its log row is written
         self.constant_series = ConstantSeries()  # flat diagnostics stay out of the charts (tags at the end)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
@@ -87,8 +91,16 @@ class RunCallback(TrainerCallback):
             rows = [record.to_json() for record in records]
             survival = self.run.probe(model, rows) if self.run.probe is not None else None
             self._signals = step_signals(step, rows, truncation_survival=survival)
+            if self.audit is not None:
+                self._audit_step(step, rows)
         if self._is_permanent(step, state):
             self._save_permanent(step, model)
+
+    def _audit_step(self, step: int, rows: list[dict[str, Any]]) -> None:
+        """The step's audited gap into its signals (and so alarm.jsonl), and its metrics."""
+        gap = self.audit.audit(step, rows)
+        self._signals = self._signals.with_values(**{AUDIT_SIGNAL: gap})
+        self._audit_row = {AUDIT_CALLS: float(self.audit.calls), **({AUDIT_GAP_METRIC: gap} if gap is not None else {})}
 
     def _is_permanent(self, step: int, state) -> bool:
         return step in self.run.permanent_steps or step == state.max_steps
@@ -108,7 +120,8 @@ class RunCallback(TrainerCallback):
             return
         trl = {f"trl/{key}": value for key, value in logs.items() if isinstance(value, int | float)}
         firing = self._update_alarm(logs.get("entropy"))  # TRL logs no entropy for some losses
-        marker = {"alarm": float(self.alarm.raised)} if self.run.alarm.enabled else {}
+        marker = {"alarm": float(self.alarm.raised), **self._audit_row} if self.run.alarm.enabled else {}
+        self._audit_row = {}
         row = self.last_row = {**self._step_metrics, **trl, **marker, **(firing.metrics() if firing else {})}
         self.run.recorder.append_metrics(state.global_step, row)
         self._pending_metrics.append((state.global_step, row))
@@ -182,6 +195,8 @@ class RunCallback(TrainerCallback):
         kept = [row for row in read_jsonl(self._alarm_path, torn_tail_ok=True) if row["step"] <= step]
         write_jsonl(self._alarm_path, kept)
         self.alarm = OnsetAlarm.replayed(self.run.alarm, kept)
+        if self.audit is not None:  # each audited step's row holds its audited gap (null or not)
+            self.audit.calls = self.audit.k * sum(AUDIT_SIGNAL in row for row in kept)
 
     def flush_to_tracker(self) -> None:
         """Sends buffered step metrics, generation tables and permanent checkpoints (as artifacts,
