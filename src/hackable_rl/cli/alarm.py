@@ -24,7 +24,7 @@ def alarm_bench(
 ) -> None:
     """Per distinct run: hacked or not (the study's hacking_definition), the judge onset, each signal's
     and the alarm's firing step and lead; thresholds chosen on the tune split, scored on the held-out.
-    With --audit: the same for k = 1, 2, 4, 8, 16 audited completions per step."""
+    With --audit: the same for k = 1, 2, 4, 8, 16 and 32 audited completions per step."""
     from hackable_rl.config.loading import load_config
     from hackable_rl.core.storage import check_output_path
     from hackable_rl.report.alarm_audit import run_audit_bench

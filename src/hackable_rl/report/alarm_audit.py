@@ -48,7 +48,8 @@ from hackable_rl.training.window_test import window_statistics
 __all__ = ["AUDIT_KS", "DRAWS", "StepCounts", "read_step_counts", "replayed_gaps", "run_audit_bench"]
 
 AUDIT_KS = (1, 2, 4, 8, 16, 32)
-"""Completions audited per step, benchmarked."""
+"""Completions audited per step, benchmarked: 1 to 16 as issue #60 asks, and 32 (half a 64-completion
+step) to show how far past 16 the curve still falls short."""
 EVERY = "all"
 """The reference row's k: every completion of the step audited (the full judge's data)."""
 DRAWS = 20
@@ -138,14 +139,14 @@ def _tune_key(rates: DrawnRates, threshold: float) -> tuple:
 def _chosen_threshold(table: Table, k: Any, test: str, tune: Sequence[BenchRun], cap: float) -> tuple[float | None, DrawnRates]:
     """The test's threshold for k on the tune runs (None: none keeps under the cap) and its tune rates."""
     options = [(drawn_rates(tune, table[k, test, h]), h) for h in TESTS[test]]
-    kept = [(rates, h) for rates, h in options if rates.false_alarms <= allowed_draws(rates, cap)]
+    kept = [(rates, h) for rates, h in options if rates.false_alarms <= _allowed_draws(rates, cap)]
     if not kept:
         return None, drawn_rates(tune, {run.key: [None] for run in tune})
     rates, h = max(kept, key=lambda pair: _tune_key(*pair))
     return h, rates
 
 
-def allowed_draws(rates: DrawnRates, cap: float) -> int:
+def _allowed_draws(rates: DrawnRates, cap: float) -> int:
     """The false alarms (run-draw pairs) `cap` allows among the rates' negatives."""
     return math.floor(cap * rates.negatives * rates.draws + 1e-9)
 
