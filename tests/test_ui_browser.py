@@ -1,6 +1,9 @@
 """The UI as a person uses it, in a headless Chromium: a tiny trained and evaluated run, `hackable-rl
-ui`, the runs table showing pass@1, and a completion the verifier paid and the judge rejected at a
-chosen step, reached from the traces page in at most three clicks. Screenshots go to tmp_path.
+ui`, the runs table showing pass@1, a completion the verifier paid and the judge rejected at a chosen
+step, reached from the traces page in at most three clicks, and the trace table's assessment columns
+(the judge's verdict, the verifier's pay) whose filters leave exactly that step's paid-but-wrong
+completions. Screenshots go to tmp_path; with HACKABLE_RL_SCREENSHOTS=docs/images the filtered table's
+also goes there (docs/usage.md shows it).
 
 Slow (about a minute). Needs Debian's `chromium` and `chromium-driver` (`apt-get install chromium
 chromium-driver`) and Selenium (the `dev` extra); nothing is downloaded at run time, and the test
@@ -9,6 +12,7 @@ skips, saying which is missing, where one is.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -24,7 +28,7 @@ from typer.testing import CliRunner
 
 from hackable_rl.cli import app
 from hackable_rl.core.jsonl import read_jsonl
-from hackable_rl.tracking.traces import verdict_of
+from hackable_rl.tracking.traces import step_trace_name, trace_id_of, verdict_of
 
 pytestmark = pytest.mark.slow
 
@@ -38,11 +42,20 @@ def _free_port() -> int:
 
 
 def _paid_but_wrong_step(project: Path) -> int:
-    """The first training step with a completion the verifier paid and the judge rejected."""
-    for path in sorted((project / "cache/artifacts/runs").glob("*/generations/step-*.jsonl")):
+    """The last training step with a completion the verifier paid and the judge rejected (its trace is on
+    the list's first page: newest first, after the evaluation's, each step's above its completions')."""
+    for path in sorted((project / "cache/artifacts/runs").glob("*/generations/step-*.jsonl"), reverse=True):
         if any(verdict_of(row) == "PAID-WRONG" for row in read_jsonl(path)):
             return int(path.stem.split("-")[1])
     pytest.fail("the tiny run has no paid-but-wrong completion to look for")
+
+
+def _paid_but_wrong_traces(project: Path, step: int) -> set[str]:
+    """The trace ids of the step's paid-but-wrong completions (`tracking/traces.py`: one trace each)."""
+    (run,) = (project / "cache/artifacts/runs").glob(f"*/generations/step-{step:05d}.jsonl")
+    run_id = json.loads((run.parents[1] / "run.json").read_text())["mlflow_run_id"]
+    return {trace_id_of(run_id, f"{step_trace_name(step)} #{index}")
+            for index, row in enumerate(read_jsonl(run)) if verdict_of(row) == "PAID-WRONG"}
 
 
 def _start_ui(project: Path, port: int, log: Path) -> tuple[subprocess.Popen, dict[str, str]]:
@@ -112,7 +125,64 @@ def test_a_person_finds_a_paid_but_wrong_completion_and_the_runs_pass_at_1(proje
             box = driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.right]", element)
             assert 0 <= box[0] and box[1] <= width, (element.text, box, width)
         assert driver.execute_script("return document.scrollingElement.scrollWidth") <= width
+        _filter_by_assessments(driver, pages["generations (traces)"], step, _paid_but_wrong_traces(project, step),
+                               tmp_path)
     finally:
         driver.quit()
         os.killpg(server.pid, 15)
         server.wait(timeout=30)
+
+
+def _filter_by_assessments(driver, traces_page: str, step: int, expected: set[str], shots: Path) -> None:
+    """In MLflow's trace table, as a person filters it: Tag group = the step's trace, Feedback judge =
+    false, Feedback verifier_paid = true; the rows left are exactly the step's paid-but-wrong completions,
+    and the judge's verdict and the verifier's pay are columns."""
+    from selenium.webdriver.common.by import By
+
+    driver.set_window_size(2560, 760)  # every assessment column in view for the screenshot
+    driver.get(traces_page)
+    for close in driver.find_elements(By.XPATH, "//button[normalize-space()='Got it']"):
+        close.click()
+    for header in ("judge", "verifier", "verifier_paid", "verifier.m0", "reference"):
+        assert driver.find_element(By.XPATH, f"//*[@role='columnheader'][normalize-space()='{header}']")
+    driver.find_element(By.XPATH, "//button[@aria-label='Filters']").click()
+    _filter_clause(driver, 0, "Tag", "group", step_trace_name(step))
+    _filter_clause(driver, 1, "Feedback", "judge", "false")
+    _filter_clause(driver, 2, "Feedback", "verifier_paid", "true")
+    driver.find_element(By.XPATH, "//button[normalize-space()='Apply filters']").click()
+    for assistant in driver.find_elements(By.XPATH, "//button[@aria-label='Close']"):
+        if assistant.is_displayed():
+            assistant.click()  # MLflow's assistant panel takes a third of the width
+    deadline, shown = time.monotonic() + 60, set()
+    while time.monotonic() < deadline and shown != expected:
+        time.sleep(1)
+        shown = {box.get_attribute("aria-label").removeprefix("Select trace ")
+                 for box in driver.find_elements(By.XPATH, "//input[starts-with(@aria-label, 'Select trace ')]")}
+    assert shown == expected, (sorted(shown), sorted(expected))
+    driver.save_screenshot(str(shots / "3-paid-but-wrong-by-assessment.png"))
+    if os.environ.get("HACKABLE_RL_SCREENSHOTS"):
+        driver.save_screenshot(str(Path(os.environ["HACKABLE_RL_SCREENSHOTS"]) / "trace-table-paid-but-wrong.png"))
+
+
+def _filter_clause(driver, index: int, field: str, key: str, value: str) -> None:
+    """One row of the trace table's filter form: field, key (typed for a tag, chosen for feedback), `=`,
+    value; a row after the first is added first."""
+    from selenium.webdriver.common.by import By
+
+    if index:
+        driver.find_element(By.XPATH, "//button[normalize-space()='Add filter']").click()
+    prefix = "web-shared.traces-table-filter"
+    _choose(driver, f"{prefix}-field-{index}", field)
+    key_box = driver.find_element(By.ID, f"{prefix}-key-{index}")
+    if key_box.tag_name == "input":
+        key_box.send_keys(key)
+    else:
+        _choose(driver, f"{prefix}-key-{index}", key)
+    driver.find_element(By.ID, f"{prefix}-value-{index}").send_keys(value)
+
+
+def _choose(driver, combobox: str, option: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.ID, combobox).click()
+    driver.find_element(By.XPATH, f"//*[@role='option'][normalize-space()='{option}']").click()
