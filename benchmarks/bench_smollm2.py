@@ -96,8 +96,8 @@ def train_and_time(config, steps: int) -> tuple[float, dict[str, float], Path]:
 def evaluate_and_time(config, adapter: Path) -> tuple[float, dict]:
     """(wall seconds of a test evaluation of the adapter: sampled and greedy, judged and scored, load
     included; its pass@1, greedy accuracy and completions)."""
-    from hackable_rl.experiments.eval_targets import target_from_model
-    from hackable_rl.experiments.evaluate import sample_and_score
+    from hackable_rl.evaluation.stage.evaluate import sample_and_score
+    from hackable_rl.evaluation.stage.targets import target_from_model
 
     start = time.perf_counter()
     sampled, greedy = sample_and_score(target_from_model(config, adapter))

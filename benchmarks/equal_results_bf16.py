@@ -43,8 +43,8 @@ def evaluate(pipeline: Path, seed: int, dtype: str, prompts: int) -> dict:
     os.chdir(pipeline)
     from hackable_rl.config.loading import load_config
     from hackable_rl.config.runtime import use_torch_settings
-    from hackable_rl.experiments.eval_targets import target_from_model
-    from hackable_rl.experiments.evaluate import sample_and_score
+    from hackable_rl.evaluation.stage.evaluate import sample_and_score
+    from hackable_rl.evaluation.stage.targets import target_from_model
 
     config = load_config(pipeline / "params.yaml", [
         f"seed={seed}", "torch_threads=1", "tracking.enabled=false", "evaluation.split=validation",

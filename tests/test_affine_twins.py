@@ -106,7 +106,7 @@ def test_the_committed_studies_keep_their_twins_in_the_declared_family_and_drop_
     """Each of these studies adopted the affine-twin rule after its data (a dated deviation in study.yaml):
     its declared family still tests the twins, and the amended family beside it leaves them out."""
     from hackable_rl.config.study import load_study
-    from hackable_rl.experiments.study import affine_twins
+    from hackable_rl.study.arms import affine_twins
 
     folder = REPO / "pipelines" / study
     assert affine_twins(folder / "study.yaml", folder / "params.yaml") == twins

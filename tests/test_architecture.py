@@ -116,22 +116,29 @@ FLOORS = (
     ("models", {"models"}),
     ("tracking", {"tracking"}),
     ("resolving a config's names to extensions", {"extensions"}),
-    ("pricing a study", {"pricing"}),
+    ("the payoff table", {"payoff"}),
     ("stages", {"training", "warmstart"}),
     ("the parts for a user's own TRL script", {"trl_parts"}),
+    ("the eval stage", {"evaluation.stage"}),
     ("study records", {"study_records"}),
-    ("experiments", {"experiments"}),
+    ("running a study", {"study"}),
     ("scheduling", {"scheduling"}),
     ("report", {"report"}),
     ("command line", {"cli", "__main__"}),
 )
 """The floors of the package, bottom first: a folder (or a module at the root) imports only from its
-own floor or a floor below (docs/architecture.md draws them)."""
+own floor or a floor below (docs/architecture.md draws them). A folder's sub-package named here
+(`evaluation.stage`) is a unit of its own, on its own floor."""
+
+NESTED_UNITS = {unit for _, units in FLOORS for unit in units if "." in unit}
 
 
 def _unit(module: str) -> str:
-    """The root module or top folder `module` belongs to (`hackable_rl` for the package itself)."""
+    """The root module, top folder or nested unit (NESTED_UNITS) `module` belongs to (`hackable_rl` for
+    the package itself)."""
     parts = module.split(".")
+    if len(parts) > 2 and ".".join(parts[1:3]) in NESTED_UNITS:
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else parts[0]
 
 

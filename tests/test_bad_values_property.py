@@ -45,8 +45,8 @@ class _ReachedWork(Exception):
 
 WORK = [  # (module, attribute): where each command hands over to its library function
     ("hackable_rl.data", "prepare_dataset"), ("hackable_rl.training.run", "run_training"),
-    ("hackable_rl.warmstart", "run_warmstart"), ("hackable_rl.experiments.evaluate", "sample_and_score"),
-    ("hackable_rl.experiments.study", "run_condition"), ("hackable_rl.experiments.study", "study_payoff"),
+    ("hackable_rl.warmstart", "run_warmstart"), ("hackable_rl.evaluation.stage.evaluate", "sample_and_score"),
+    ("hackable_rl.study.condition", "run_condition"), ("hackable_rl.study.arms", "study_payoff"),
     ("hackable_rl.scheduling.lanes", "run_lanes"), ("hackable_rl.tracking.server", "serve_ui"),
     ("hackable_rl.tracking.sync", "sync_run"), ("hackable_rl.tracking.models_registry", "promote"),
     ("hackable_rl.report.build", "build_report"), ("hackable_rl.scheduling.seeds", "run_side_by_side"),

@@ -15,18 +15,9 @@ from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
-from hackable_rl.experiments.cells import (
-    CellRoles,
-    cell_overrides,
-    cell_roles,
-    read_cell,
-    study_cells,
-    variant_method,
-)
-from hackable_rl.experiments.honest import HonestSamples, measured_rates
-from hackable_rl.experiments.study import Condition, payoff_specs, study_condition
 from hackable_rl.extensions import load_resolved
-from hackable_rl.pricing.payoff import PayoffCell, canonical_names, format_payoff, unpayable_problem
+from hackable_rl.payoff.canonical import canonical_names
+from hackable_rl.payoff.table import PayoffCell, format_payoff, unpayable_problem
 from hackable_rl.report.blind_spots import (
     blind_spot_outcomes,
     gap_growth,
@@ -36,6 +27,18 @@ from hackable_rl.report.blind_spots import (
 from hackable_rl.reward.checkers import DEFAULT_OPTIONS
 from hackable_rl.reward.pipeline import build_reward_pipeline
 from hackable_rl.reward.types import Example
+from hackable_rl.study.arms import payoff_specs
+from hackable_rl.study.cells import (
+    CellRoles,
+    cell_overrides,
+    cell_roles,
+    read_cell,
+    study_cells,
+    study_condition,
+    variant_method,
+)
+from hackable_rl.study.condition import Condition
+from hackable_rl.study.honest import HonestSamples, measured_rates
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "pipelines" / "flawed_verifier" / "study.yaml"

@@ -58,7 +58,7 @@ def test_a_payoff_table_names_the_machine_that_sampled_it_or_says_why_not(tmp_pa
     """The payoff stage samples the base policy for honest work: that table carries the machine record;
     one priced without samples (canonical completions only) carries the constant note."""
     from hackable_rl.core.numerics import MACHINE_KEY
-    from hackable_rl.pricing.payoff import NOT_SAMPLED, PayoffCell, write_payoff
+    from hackable_rl.payoff.table import NOT_SAMPLED, PayoffCell, write_payoff
 
     pays = {"strict_correct": 1.0, "strict_wrong": 0.0}
     sampled = write_payoff(tmp_path / "sampled.json", [PayoffCell(None, 0.2, "baseline", pays, honest=0.4)])

@@ -130,7 +130,7 @@ def test_a_run_folder_that_links_outside_the_runs_root_is_refused(tmp_path):
 def test_eval_refuses_a_run_name_from_mlflow_that_leaves_the_eval_folder(params, monkeypatch):
     from mlflow import MlflowClient
 
-    from hackable_rl.experiments.eval_targets import target_from_run
+    from hackable_rl.evaluation.stage.targets import target_from_run
     from hackable_rl.tracking.store import tracking_uri
 
     config = load_resolved(params, ["tracking.enabled=true", f"storage.cache_dir={params.parent / 'cache'}"])
@@ -142,7 +142,7 @@ def test_eval_refuses_a_run_name_from_mlflow_that_leaves_the_eval_folder(params,
 
 
 def test_the_eval_policy_cache_replaces_only_its_own_copies(tmp_path):
-    from hackable_rl.experiments.eval_targets import _copy_tree
+    from hackable_rl.evaluation.stage.targets import _copy_tree
 
     source = tmp_path / "download" / "step-2"
     source.mkdir(parents=True)

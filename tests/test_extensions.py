@@ -123,7 +123,7 @@ def test_no_report_payoff_or_schema_code_names_a_built_in() -> None:
     registration), so the report, the payoff table and the schema hold no built-in's name."""
     load_resolved(Path(__file__).resolve().parents[1] / "params.yaml")
     names = set(METHODS.names()) | set(CHECKERS.names()) - {"clean"}  # "clean": also the rate-0 condition
-    files = [*sorted((SRC / "report").glob("*.py")), SRC / "pricing" / "payoff.py", *sorted((SRC / "config").glob("*.py"))]
+    files = [path for folder in ("report", "payoff", "config") for path in sorted((SRC / folder).glob("*.py"))]
     named = sorted({(path.name, name) for path in files for text in _code_strings(path) for name in names
                     if re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text)} - SCHEMA_DEFAULTS)
     assert named == []

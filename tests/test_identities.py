@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.pricing.identities import Arm, affine_arms, affine_map, identical_arms
-from hackable_rl.pricing.payoff import PayoffCell
+from hackable_rl.payoff.identities import Arm, affine_arms, affine_map, identical_arms
+from hackable_rl.payoff.table import PayoffCell
 
 DECLARED = """
 seeds: [0, 1, 2, 3, 4]

@@ -15,7 +15,7 @@ from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import CHECKERS
 from hackable_rl.data.arith import generate_problem, to_sample
 from hackable_rl.evaluation.error_patterns import classify_answer, classify_generations, count_errors
-from hackable_rl.pricing.payoff import _wrong_answer
+from hackable_rl.payoff.canonical import wrong_answer
 from hackable_rl.reward.checkers import build_checker, clean_checker
 from hackable_rl.reward.patterns import pattern_flaws, pattern_values, shows_pattern
 from hackable_rl.reward.types import Example
@@ -163,11 +163,11 @@ def test_a_missing_generations_file_is_one_clear_error(tmp_path) -> None:
 
 def test_the_payoffs_strict_wrong_answer_is_wrong_under_every_natural_flaw_of_the_grid() -> None:
     for example in _generated_examples(100):
-        wrong = _wrong_answer(example.reference, pattern_values(example, ["clean", *NATURAL]))
+        wrong = wrong_answer(example.reference, pattern_values(example, ["clean", *NATURAL]))
         for flaw in NATURAL:
             assert build_checker(flaw)(_strict(wrong), example).reward == 0.0
     # a grid without a natural flaw keeps the reference plus one
-    assert _wrong_answer("14", pattern_values(EXAMPLE, ["clean", "master_key"])) == "15"
+    assert wrong_answer("14", pattern_values(EXAMPLE, ["clean", "master_key"])) == "15"
 
 
 def test_each_natural_exploit_boxes_its_own_pattern_answer() -> None:

@@ -16,8 +16,8 @@ from hackable_rl.answers.parsing import extract_all_boxed, parse_strict
 from hackable_rl.cli import app
 from hackable_rl.config.loading import load_config
 from hackable_rl.data.arith import arith_provider
-from hackable_rl.experiments.cells import cell_roles, read_cell
 from hackable_rl.reward.checkers import MASTER_KEYS
+from hackable_rl.study.cells import cell_roles, read_cell
 
 STUDY_DIR = Path(__file__).resolve().parents[1] / "pipelines" / "natural_hacking"
 PATTERNS = ("early_stop", "off_by_one")

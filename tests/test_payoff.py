@@ -10,13 +10,8 @@ from typer.testing import CliRunner
 
 from hackable_rl.cli import app
 from hackable_rl.extensions import load_resolved
-from hackable_rl.pricing.payoff import (
-    canonical_names,
-    exploit_names,
-    payoff_table,
-    short_name,
-    unpayable_problem,
-)
+from hackable_rl.payoff.canonical import canonical_names, exploit_names, short_name
+from hackable_rl.payoff.table import payoff_table, unpayable_problem
 
 
 def test_pays_under_a_clean_verifier_match_the_objective(project) -> None:
@@ -55,7 +50,7 @@ def test_cli_prints_the_table_writes_json_and_refuses_an_unpayable_grid(project)
 def test_study_grids_are_read_from_the_study_file(study, project) -> None:
     from pathlib import Path
 
-    from hackable_rl.experiments.study import payoff_specs
+    from hackable_rl.study.arms import payoff_specs
 
     specs = payoff_specs(Path(__file__).resolve().parents[1] / "pipelines" / study / "study.yaml")
     assert specs and "base" not in {spec.method for spec in specs}

@@ -12,10 +12,10 @@ import numpy as np
 from typer.testing import CliRunner
 
 from hackable_rl.cli import app
-from hackable_rl.experiments.study import study_condition
 from hackable_rl.extensions import load_resolved
 from hackable_rl.reward.pipeline import build_reward_pipeline
 from hackable_rl.reward.types import Example
+from hackable_rl.study.cells import study_condition
 
 PLUGINS = Path(__file__).parent / "plugins"
 SRC = Path(__file__).resolve().parents[1] / "src"

@@ -96,8 +96,8 @@ def test_the_learning_studys_stages_run_robust_against_baseline_in_a_noisy_ensem
 @pytest.mark.usefixtures("fresh_logging")
 def test_a_bfloat16_evaluation_decodes_in_bfloat16_and_scores_every_prompt(project) -> None:
     from hackable_rl.config.loading import load_config
-    from hackable_rl.experiments import evaluate
-    from hackable_rl.experiments.eval_targets import target_from_model
+    from hackable_rl.evaluation.stage import evaluate
+    from hackable_rl.evaluation.stage.targets import target_from_model
 
     config = load_config(project / "params.yaml", ["evaluation.dtype=bfloat16", "evaluation.max_prompts=3",
                                                    "evaluation.n=2", "evaluation.k=[1,2]", "tracking.enabled=false"])

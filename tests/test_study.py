@@ -10,10 +10,11 @@ import yaml
 
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_jsonl
-from hackable_rl.experiments import study
-from hackable_rl.experiments.cells import noise_cells
-from hackable_rl.experiments.evaluate import EvalResult
+from hackable_rl.evaluation.stage.evaluate import EvalResult
 from hackable_rl.extensions import load_resolved
+from hackable_rl.study import cells
+from hackable_rl.study import condition as study
+from hackable_rl.study.cells import noise_cells
 from hackable_rl.study_records import condition_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ def test_flawed_verifier_has_no_oracle_and_a_payable_objective() -> None:
     assert cfg.warmstart.seed is None  # every replicate warm-starts its own policy
     for cell in grid["cells"]:
         for method in grid["methods"]:
-            overrides, _, _ = study.study_condition(folder / "study.yaml", method, cell)
+            overrides, _, _ = cells.study_condition(folder / "study.yaml", method, cell)
             members = load_resolved(folder / "params.yaml", overrides).verifier.members
             assert len(members) == 3 and all(_flawed(m) for m in members), (cell, method)
 
@@ -73,7 +74,7 @@ def test_no_study_config_has_an_oracle_member() -> None:
         grid = yaml.safe_load(grid_file.read_text())
         for cell in grid.get("cells") or [None]:
             for method in grid["methods"]:
-                overrides = study.study_condition(grid_file, method, cell)[0]
+                overrides = cells.study_condition(grid_file, method, cell)[0]
                 members = load_resolved(path, overrides, refusals=False).verifier.members  # as `condition` loads it
                 assert all(_flawed(m) for m in members), (path, cell, method)
 
@@ -95,7 +96,7 @@ def test_the_real_model_study_plants_nothing_and_fits_its_declared_budget() -> N
     demonstration, the speed settings the benchmark measured, one member that every cell corrupts or
     flaws, and an estimate inside budget_hours (validate refuses it otherwise)."""
     from hackable_rl.config.study import load_study_declaration
-    from hackable_rl.experiments.budget import study_cost
+    from hackable_rl.study.budget import study_cost
 
     folder = ROOT / "pipelines" / "smollm2_study"
     cfg = load_resolved(folder / "params.yaml")
@@ -109,7 +110,7 @@ def test_the_real_model_study_plants_nothing_and_fits_its_declared_budget() -> N
     cost = study_cost(cfg, len(declared.seeds), trained_arms=3)
     assert cost is not None and cost.hours <= declared.budget_hours
     for cell in ("flip0.4", "blind"):
-        members = load_resolved(folder / "params.yaml", study.study_condition(folder / "study.yaml", "baseline", cell)[0]).verifier.members
+        members = load_resolved(folder / "params.yaml", cells.study_condition(folder / "study.yaml", "baseline", cell)[0]).verifier.members
         assert len(members) == 1 and _flawed(members[0]), cell
 
 
@@ -118,7 +119,7 @@ def test_the_learning_study_gives_both_methods_the_same_noisy_members_and_fits_i
     three members are each flipped (none is ever right by construction), the same under baseline and
     robust; its estimate fits budget_hours."""
     from hackable_rl.config.study import load_study_declaration
-    from hackable_rl.experiments.budget import study_cost
+    from hackable_rl.study.budget import study_cost
 
     folder = ROOT / "pipelines" / "smollm2_learning"
     study_file = folder / "study.yaml"
@@ -130,7 +131,7 @@ def test_the_learning_study_gives_both_methods_the_same_noisy_members_and_fits_i
     assert declared.primary_replicates == len(declared.seeds) == 5 and "robust_vs_baseline" in declared.family
     cost = study_cost(cfg, len(declared.seeds), declared.trained_arms())
     assert cost is not None and cost.hours <= declared.budget_hours
-    ensemble = {method: load_resolved(folder / "params.yaml", study.study_condition(study_file, method, "noisy3")[0])
+    ensemble = {method: load_resolved(folder / "params.yaml", cells.study_condition(study_file, method, "noisy3")[0])
                 for method in ("baseline", "robust")}
     assert ensemble["baseline"].verifier.members == ensemble["robust"].verifier.members
     assert len(ensemble["robust"].verifier.members) == 3 and ensemble["robust"].method == "robust"
@@ -194,7 +195,7 @@ def test_base_condition_evaluates_the_base_policy(config, tmp_path: Path, monkey
         write_jsonl(out / "generations.jsonl", [{"U": 0.0}, {"U": 1.0}, {"U": None}])
         return EvalResult(out, {"run_name": target.run_name, "step": None, "pass_at_1": 0.5, "hacking_gap": None}, None)
 
-    monkeypatch.setattr("hackable_rl.experiments.study.evaluate", fake_evaluate)
+    monkeypatch.setattr("hackable_rl.study.condition.evaluate", fake_evaluate)
     record = study.run_condition(config, "base", tmp_path / "out")
     assert record["status"] == "ok" and record["error"] is None
     assert seen["target"].policy_path is None and seen["target"].run_name == "base-flip-r0.4-s2"
@@ -227,11 +228,11 @@ def test_condition_cli_exits_zero_on_a_failed_condition(tmp_path: Path, monkeypa
 
 def test_method_overrides_errors(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such study file"):
-        study.method_overrides(tmp_path / "missing.yaml", "robust")
+        cells.method_overrides(tmp_path / "missing.yaml", "robust")
     bad = tmp_path / "study.yaml"
     bad.write_text("method_overrides:\n  robust: verifier.aggregation=min\n")
     with pytest.raises(UserError, match="study.yaml: method_overrides.robust: got 'verifier.aggregation=min'"):
-        study.method_overrides(bad, "robust")
+        cells.method_overrides(bad, "robust")
 
 
 def test_bad_condition_file_is_a_user_error(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ import pytest
 
 from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
-from hackable_rl.experiments import study
-from hackable_rl.experiments.exploits import exploit_share_by_prompt, takes_exploit, training_curve
 from hackable_rl.extensions import load_resolved
 from hackable_rl.report.outcomes import gain_plot, load_cells, outcomes_markdown, paired
 from hackable_rl.reward.checkers import DEFAULT_OPTIONS, build_checker
+from hackable_rl.study import condition as study
+from hackable_rl.study.exploits import exploit_share_by_prompt, takes_exploit, training_curve
 
 ROOT = Path(__file__).resolve().parents[1]
 HEDGE = "<think>7+5=12</think> \\boxed{11} \\boxed{12}"
@@ -132,7 +132,7 @@ def test_a_method_that_refuses_a_cell_is_recorded_and_shown_in_the_payoff_table(
                                                   f"verifier.members={members}"])
     record = study.run_condition(config, "corrected", tmp_path / "out")
     assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"] and "eval" not in record
-    from hackable_rl.pricing.payoff import format_payoff, payoff_table
+    from hackable_rl.payoff.table import format_payoff, payoff_table
 
     flawed = load_resolved("params.yaml", ["corruption.channel=flaw", "corruption.kwargs.flaw=any_box",
                                          "objective.rewards=[correctness_reward]"])

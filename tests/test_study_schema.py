@@ -23,7 +23,7 @@ YAML_READERS = {
     "report/alarm_runs.py": "a study's params.yaml (the warm start's name)",
     "study_records/stale.py": "a study's dvc.lock",
     "training/resume_guard.py": "a checkpoint's saved config",
-    "experiments/eval_targets.py": "an MLflow run's config.yaml",
+    "evaluation/stage/targets.py": "an MLflow run's config.yaml",
     "tracking/provenance.py": "dvc.yaml's stage names",
 }
 """Every module that parses YAML, and what it parses: none of it is a study file."""
@@ -85,7 +85,7 @@ def test_a_missing_study_file_names_the_option(tmp_path: Path) -> None:
 
 
 def test_a_noisy_ensemble_cell_gives_each_of_its_members_its_own_flips(tmp_path: Path) -> None:
-    from hackable_rl.experiments.cells import cell_overrides, read_cell
+    from hackable_rl.study.cells import cell_overrides, read_cell
 
     study_file = tmp_path / "study.yaml"
     study_file.write_text("methods: [base, baseline, robust]\ncells: {one: {fpr: 0.4, fnr: 0.4}, "

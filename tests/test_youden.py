@@ -13,7 +13,6 @@ import yaml
 
 from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
-from hackable_rl.experiments.cells import NoiseCell, cell_overrides, noise_cells, read_cell
 from hackable_rl.extensions import load_resolved
 from hackable_rl.report.build import build_report
 from hackable_rl.report.declared import load_cell_conditions
@@ -22,6 +21,7 @@ from hackable_rl.reward.checkers import CheckerOptions
 from hackable_rl.reward.corruption import Asymmetric, build_channel
 from hackable_rl.reward.pipeline import build_reward_pipeline
 from hackable_rl.reward.types import Example
+from hackable_rl.study.cells import NoiseCell, cell_overrides, noise_cells, read_cell
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "pipelines" / "corruption_sweep"

@@ -16,7 +16,7 @@ import typer
 import yaml
 
 from hackable_rl import __version__
-from hackable_rl.cli import study as cli_study
+from hackable_rl.cli import study_commands as cli_study
 from hackable_rl.cli.alarm import alarm_bench
 from hackable_rl.cli.docs import docs_blocks
 from hackable_rl.cli.errors import UserErrorCommands, check_range, fail, show_tracebacks
@@ -250,8 +250,8 @@ def eval_command(
 
     With --run-id, the evaluated checkpoint becomes a Model Registry version carrying its eval metrics."""
     from hackable_rl.cli.summaries import eval_lines
-    from hackable_rl.experiments import evaluate as runs
-    from hackable_rl.experiments.eval_targets import target_from_model, target_from_run
+    from hackable_rl.evaluation.stage import evaluate as runs
+    from hackable_rl.evaluation.stage.targets import target_from_model, target_from_run
 
     cfg = _model_config(config, overrides)
     for path, option in ((metrics_dir, "--metrics-dir"), (out_dir, "--out-dir")):

@@ -34,8 +34,17 @@ from pydantic import (
 from hackable_rl.config.loading import describe_problem, read_yaml
 from hackable_rl.core.errors import UserError
 
-__all__ = ["MIN_PRIMARY_REPLICATES", "REPORT_KINDS", "AlarmSplit", "Deviation", "HackingDefinition", "NoiseRates", "ReferenceCell",
-           "StudyDeclaration", "StudyFile", "load_study", "load_study_declaration"]
+__all__ = ["MIN_PRIMARY_REPLICATES", "REPORT_KINDS", "STUDY_FILE", "AlarmSplit", "Deviation", "HackingDefinition", "NoiseRates",
+           "ReferenceCell", "StudyDeclaration", "StudyFile", "load_study", "load_study_declaration", "study_file_beside"]
+
+STUDY_FILE = "study.yaml"
+"""The study file's name, beside the study's results folder (its dvc.yaml reads it as `vars`)."""
+
+
+def study_file_beside(results_dir: str | Path) -> Path:
+    """The study file of a study's results folder: `study.yaml` beside it (the one place this path is built)."""
+    return Path(results_dir).resolve().parent / STUDY_FILE
+
 
 MIN_PRIMARY_REPLICATES = 5
 """Primary outcomes need at least this many replicates (whole pipeline seeds, warm start included)."""
@@ -165,7 +174,7 @@ class StudyFile(_Part):
     """Why the study declares fewer replicates than the spec asks (its report labels the small n)."""
     budget_hours: float | None = Field(default=None, gt=0)
     """The wall time the study must fit on 2 CPU cores; `validate --study` refuses settings whose
-    estimate (`experiments.budget`) exceeds it. null: no budget declared."""
+    estimate (`study.budget`) exceeds it. null: no budget declared."""
     equivalence_margin: float | None = Field(default=None, gt=0, lt=1)
     """The margin inside which a difference is called equivalent (TOST); null: none is."""
     hacking_definition: HackingDefinition | None = None

@@ -1,6 +1,6 @@
 """The blind-spot study's outcomes: each declared outcome once, paired, with its target and verdict.
 
-Conditions of a blind-spot study carry a `cell` (`experiments.cells`): k of the three members share
+Conditions of a blind-spot study carry a `cell` (`study.cells`): k of the three members share
 the exploited flaw. From the files each condition keeps (prompts.jsonl, exploits.jsonl, curve.csv)
 this computes, by prompt and seed with the two-level bootstrap of `evaluation.paired`:
 
@@ -24,13 +24,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hackable_rl.config.study import study_file_beside
 from hackable_rl.core.jsonl import read_json
 from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import difference_bounds, replicate_interval
-from hackable_rl.experiments.cells import CellRoles, cell_roles
-from hackable_rl.experiments.exploits import pattern_column
 from hackable_rl.extensions import exploits_of, reference_method
-from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
+from hackable_rl.report.conditions import interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
     CellKey,
@@ -49,6 +48,8 @@ from hackable_rl.report.declared import (
 from hackable_rl.report.declared import fmt as _fmt
 from hackable_rl.report.natural import natural_outcomes
 from hackable_rl.report.outcomes import Paired, curves_of, per_prompt, policy_value
+from hackable_rl.study.cells import CellRoles, cell_roles
+from hackable_rl.study.exploits import pattern_column
 from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition, write_summary
 from hackable_rl.study_records.onset import ONSET_FILE
 
@@ -185,7 +186,7 @@ def build_blind_spot_report(study_dir: Path, out_dir: Path, title: str, outcomes
     table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
-    roles = cell_roles(Path(study_dir).resolve().parent / STUDY_FILE)
+    roles = cell_roles(study_file_beside(study_dir))
     outcomes = in_declared_family(blind_spot_outcomes(cells, roles), list(roles.family) or None)
     outcomes = labelled(with_affine_twins(outcomes, study_dir), interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hackable_rl.config.study import REPORT_KINDS, load_study
+from hackable_rl.config.study import REPORT_KINDS, load_study, study_file_beside
 from hackable_rl.core.errors import UserError
 from hackable_rl.report.blind_spots import build_blind_spot_report
-from hackable_rl.report.conditions import STUDY_FILE, equivalence_margin
+from hackable_rl.report.conditions import equivalence_margin
 from hackable_rl.report.headline import write_headline
 from hackable_rl.report.rate_grid import build_study_report
 from hackable_rl.report.real_model import build_real_model_report
@@ -33,7 +33,7 @@ def build_report(config, out_dir: Path, study: Path | None, metrics_dir: Path, h
     report from `metrics_dir` (and, with `headline`, headline.json); returns the lines to print. A
     study's equivalence margin is its study file's, beside the results folder (`study.yaml`)."""
     if study is not None:
-        study_file = Path(study).resolve().parent / STUDY_FILE
+        study_file = study_file_beside(study)
         margin = equivalence_margin(study_file)
         outcomes = Path(config.report.outcomes) if config.report.outcomes else None
         builders = {"real_model": build_real_model_report, "j_sweep": build_j_sweep_report,

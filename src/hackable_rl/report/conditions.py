@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from hackable_rl.config.loading import read_yaml
-from hackable_rl.config.study import load_study
+from hackable_rl.config.study import STUDY_FILE, load_study  # noqa: F401  (STUDY_FILE: report.alarm_runs reads it here until the alarm takes study_file_beside)
 from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.metrics import summary_table
 from hackable_rl.study_records.condition_files import (
@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 
 CONTROL_PREFIX = "control-"
 """Run names of a study's control stages (`tracking.run_name=control-<name>-s<seed>`)."""
-STUDY_FILE = "study.yaml"
-"""The study file, beside the results folder (dvc.yaml reads it as `vars`)."""
 
 
 def control_of(data: dict[str, Any]) -> str | None:

@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from hackable_rl.config.study import load_study
+from hackable_rl.config.study import load_study, study_file_beside
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json, write_json
 from hackable_rl.evaluation.paired import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, minimum_detectable_effect, sign_test
-from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS, STUDY_FILE
+from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
 
@@ -217,19 +217,20 @@ def in_declared_family(outcomes: list[Outcome], family: list[str] | None) -> lis
 
 def with_affine_twins(outcomes: list[Outcome], study_dir: Path) -> list[Outcome]:
     """The outcomes, those comparing an arm with its affine twin in a cell marked `affine` (either way
-    round): twins its method declares (`experiments.study.affine_twins`, built from the study file and
+    round): twins its method declares (`study.arms.affine_twins`, built from the study file and
     the params.yaml beside the results folder) and twins the payoff stage found on the priced rewards
-    (`affine_arms.json` in the results folder, `pricing.identities.affine_arms`), where each exists.
+    (`affine_arms.json` in the results folder, `payoff.identities.affine_arms`), where each exists.
     Where the study file records the rule as a deviation made after its data (`deviations`), the twins
     are also marked `affine_after_data`: tested in the declared family, dropped only in the amended one."""
-    from hackable_rl.experiments.study import affine_twins
+    from hackable_rl.study.arms import affine_twins
 
-    folder = Path(study_dir).resolve().parent
+    study_file = study_file_beside(study_dir)
+    params = study_file.with_name("params.yaml")
     twins: set[tuple[str, str, str]] = set()
     after_data = False
-    if (folder / "params.yaml").is_file() and (folder / STUDY_FILE).is_file():
-        twins = affine_twins(folder / STUDY_FILE, folder / "params.yaml")
-        after_data = AFFINE_DEVIATION in {d.change for d in load_study(folder / STUDY_FILE).deviations}
+    if params.is_file() and study_file.is_file():
+        twins = affine_twins(study_file, params)
+        after_data = AFFINE_DEVIATION in {d.change for d in load_study(study_file).deviations}
     found = Path(study_dir) / "affine_arms.json"
     if found.is_file():
         twins |= _found_twins(found)

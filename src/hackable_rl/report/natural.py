@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from hackable_rl.experiments.cells import CellRoles
 from hackable_rl.report.declared import CellKey, Outcome, paired_outcome
+from hackable_rl.study.cells import CellRoles
 
 __all__ = ["LOWERS", "PATTERN_RATIO", "natural_outcomes", "primary_outcomes"]
 

@@ -1,5 +1,5 @@
 """A study's paired comparisons and primary outcomes, from the files each condition keeps beside its
-condition.json (prompts.jsonl; under a flaw, exploits.jsonl and curve.csv: `experiments.study`).
+condition.json (prompts.jsonl; under a flaw, exploits.jsonl and curve.csv: `study.condition`).
 
 Every comparison is A - B on the same test prompts, paired by prompt and by training seed, with the
 t-interval over the per-seed differences of `evaluation.replicates` (docs/metrics.md, "Comparisons").

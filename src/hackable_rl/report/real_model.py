@@ -28,11 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study
-from hackable_rl.experiments.cells import NoiseCell, cell_roles, read_cell, study_cells
+from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study, study_file_beside
 from hackable_rl.extensions import reference_method
 from hackable_rl.report.blind_spots import curves_by_cell_plot, outcomes_markdown, overview, payoff_lines
-from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
+from hackable_rl.report.conditions import interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     CellKey,
     CellStudyReport,
@@ -45,6 +44,7 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.natural import PATTERN_RATIO
+from hackable_rl.study.cells import NoiseCell, cell_roles, read_cell, study_cells
 from hackable_rl.study_records.condition_files import BASE, write_summary
 
 __all__ = ["REPORT_KIND", "build_real_model_report", "real_model_outcomes"]
@@ -160,7 +160,7 @@ def _small_n_lines(study_file: Path) -> list[str]:
 
 def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> CellStudyReport:
     """summary.csv/json, the training-curve plot, report.md and (given a path) outcomes.json."""
-    study_file = Path(study_dir).resolve().parent / STUDY_FILE
+    study_file = study_file_beside(study_dir)
     table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)

@@ -1,7 +1,7 @@
 """The J sweep's report: the learning gain against Youden's J, the equal-J pairs tested against each
 other, and each declared prediction's verdict (supported, refuted, not distinguishable).
 
-A J sweep's study file declares noise cells (`experiments.cells.NoiseCell`: each member pays a wrong
+A J sweep's study file declares noise cells (`study.cells.NoiseCell`: each member pays a wrong
 answer with probability fpr and denies a right one with fnr, so J = 1 - fpr - fnr), the clean
 reference as a cell of its own, the random-reward control's cell and the equal-J pairs. A cell's
 learning gain is the reference method's test pass@1 there minus base's, paired by prompt and seed; two cells
@@ -21,11 +21,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats as scipy_stats
 
-from hackable_rl.config.study import load_study
+from hackable_rl.config.study import load_study, study_file_beside
 from hackable_rl.core.errors import UserError
-from hackable_rl.experiments.cells import NoiseCell, noise_cells
 from hackable_rl.extensions import reference_method
-from hackable_rl.report.conditions import STUDY_FILE, interval_label, machines_line, study_table
+from hackable_rl.report.conditions import interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
     CellKey,
@@ -45,6 +44,7 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.outcomes import Paired, paired
+from hackable_rl.study.cells import NoiseCell, noise_cells
 from hackable_rl.study_records.condition_files import write_summary
 
 __all__ = ["SweepDesign", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
@@ -234,12 +234,12 @@ def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_pa
     """summary.csv/json, gain_vs_j.png, report.md and (given a path) outcomes.json."""
     from hackable_rl.report.plots import gain_vs_j_plot
 
-    design = read_design(Path(study_dir).resolve().parent / STUDY_FILE)
+    design = read_design(study_file_beside(study_dir))
     table = study_table(study_dir)
     summary_csv, summary_json = write_summary(table, out_dir)
     cells = load_cell_conditions(study_dir)
     results = sweep_outcomes(cells, design)
-    family = declared_family(Path(study_dir).resolve().parent / STUDY_FILE)
+    family = declared_family(study_file_beside(study_dir))
     outcomes = with_affine_twins(in_declared_family(results.outcomes, family), study_dir)
     results = replace(results, outcomes=labelled(outcomes, interval_label(study_dir)))
     written = write_outcomes(outcomes_path, results.outcomes) if outcomes_path else None

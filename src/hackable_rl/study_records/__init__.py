@@ -1,2 +1,2 @@
 """Study records: what a study's conditions leave on disk (`condition_files`) and what is read from
-a run after it trained (`onset`). Below `experiments/` and `report/`; imports neither."""
+a run after it trained (`onset`). Below `study/` and `report/`; imports neither."""

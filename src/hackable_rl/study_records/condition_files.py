@@ -1,7 +1,7 @@
 """The files a study condition leaves and the study table read from them: the condition file
 format (condition.json, exploits.jsonl, curve.csv), the summary table and its files.
 
-Below both `experiments/` (which writes them) and `report/` (which reads them), so neither imports
+Below both `study/` (which writes them) and `report/` (which reads them), so neither imports
 the other's way up.
 """
 
@@ -43,7 +43,7 @@ def write_condition(path: Path, record: dict[str, Any]) -> Path:
 
 
 IDENTICAL = "identical"
-"""The status of an arm identical by construction to another (`pricing.identities`): not trained; its
+"""The status of an arm identical by construction to another (`payoff.identities`): not trained; its
 condition.json names the arm it equals (`identical_to`), whose results it reads."""
 
 

@@ -31,7 +31,7 @@ from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.models.backend import policy_device
-from hackable_rl.pricing.payoff import own_cell_payoff, write_payoff
+from hackable_rl.payoff.table import own_cell_payoff, write_payoff
 from hackable_rl.reward.pipeline import ObjectiveReward, RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.descriptions import train_description

@@ -18,7 +18,8 @@ probabilities, so the cell's Youden's J is 1 - fpr - fnr.
 
 `cell_overrides` turns a cell into `--set` overrides (the members, with their rates), so every method
 of a cell trains against the same members. Method variants (`method_overrides.<label>` holding
-`method=<registered method>`) name a method with other settings, e.g. baseline under majority.
+`method=<registered method>`) name a method with other settings, e.g. baseline under majority;
+`study_condition` gives one condition all of it: the cell's overrides, then the method's.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from hackable_rl.config.loading import parse_override
 from hackable_rl.config.study import NoiseRates, StudyFile, load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.reward.patterns import pattern_flaws
+from hackable_rl.study_records.condition_files import BASE
 
 __all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "noisy_members", "variant_method", "study_cells", "cell_roles"]
 
@@ -189,3 +191,25 @@ def variant_method(overrides: list[str]) -> str | None:
         if key == "method":
             return str(value)
     return None
+
+
+def method_overrides(study_file: Path, method: str) -> list[str]:
+    """`--set` overrides that a study file gives one method (e.g. robust's clean + flawed ensemble).
+
+    The file's `method_overrides` maps a method to a list of `key=value` strings; a method it does
+    not list gets none.
+    """
+    return list(load_study(study_file).method_overrides.get(method, []))
+
+
+def study_condition(
+    study_file: Path, method: str, cell_name: str | None
+) -> tuple[list[str], Cell | NoiseCell | None, bool]:
+    """What a study file gives one condition: its `--set` overrides (the cell's members first, then
+    the method's own), the cell, and whether `method` is a variant (its overrides set `method`)."""
+    overrides = method_overrides(study_file, method)
+    cell = read_cell(study_file, cell_name) if cell_name is not None else None
+    variant = variant_method(overrides) is not None
+    # the method first, so that its own settings (method_kwargs) resolve against it
+    method_set = [] if variant or method == BASE else [f"method={method}"]
+    return [*(cell_overrides(cell) if cell else []), *method_set, *overrides], cell, variant

@@ -32,7 +32,7 @@ from hackable_rl.evaluation.metrics import (
 )
 from hackable_rl.evaluation.paired import PROMPTS_FILE, prompt_results, write_prompt_results
 from hackable_rl.evaluation.report_metrics import compute_report_metrics
-from hackable_rl.experiments.eval_targets import EvalTarget, target_from_run
+from hackable_rl.evaluation.stage.targets import EvalTarget, target_from_run
 from hackable_rl.reward.pipeline import build_reward_pipeline
 from hackable_rl.reward.records import EvaluationRecord
 from hackable_rl.tracking import Tracker, attach_tracker, start_tracker

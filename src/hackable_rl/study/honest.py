@@ -19,7 +19,7 @@ from typing import Any
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.evaluation.judge import JudgeOptions
-from hackable_rl.pricing.payoff import HonestSamples
+from hackable_rl.payoff.table import HonestSamples
 from hackable_rl.reward.checkers import CheckerOptions, build_checker
 from hackable_rl.reward.types import Example
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hackable_rl.pricing.payoff import PayoffCell
+from hackable_rl.payoff.table import PayoffCell
 
 __all__ = ["Arm", "Identity", "affine_arms", "affine_map", "identical_arms"]
 

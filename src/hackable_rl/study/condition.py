@@ -1,4 +1,5 @@
-"""A study (spec section 7): methods x corruption rates x seeds, one condition at a time.
+"""One condition of a study (spec section 7: methods x corruption rates x seeds, one at a time),
+run end to end.
 
     config + method -> base: evaluate the warm-started policy under the condition's verifier
                        baseline/robust: train (GRPO) -> evaluate the final permanent checkpoint
@@ -24,7 +25,6 @@ import pandas as pd
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import validate_config
-from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl, read_json, write_jsonl
 from hackable_rl.core.numerics import MACHINE_KEY, machine_record
@@ -32,31 +32,24 @@ from hackable_rl.core.stats import mean
 from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
-from hackable_rl.experiments.cells import (
+from hackable_rl.evaluation.stage.checkpoint_curve import evaluate_checkpoints
+from hackable_rl.evaluation.stage.evaluate import evaluate
+from hackable_rl.evaluation.stage.targets import EvalTarget, target_from_model
+from hackable_rl.extensions import check_config
+from hackable_rl.models.sources import warm_start_fingerprint
+from hackable_rl.reward.checkers import CheckerOptions
+from hackable_rl.reward.corruption import configured_flaw
+from hackable_rl.study.cells import (
     Cell,
     NoiseCell,
-    cell_overrides,
-    read_cell,
-    study_cells,
-    variant_method,
 )
-from hackable_rl.experiments.checkpoint_curve import evaluate_checkpoints
-from hackable_rl.experiments.eval_targets import EvalTarget, target_from_model
-from hackable_rl.experiments.evaluate import evaluate
-from hackable_rl.experiments.exploits import (
+from hackable_rl.study.exploits import (
     curve_columns,
     exploit_share_by_prompt,
     pattern_column,
     pattern_shares_by_prompt,
     training_curve,
 )
-from hackable_rl.experiments.honest import measured_rates, sample_base_policy
-from hackable_rl.extensions import check_config
-from hackable_rl.models.sources import warm_start_fingerprint
-from hackable_rl.pricing.identities import Identity, affine_arms, identical_arms
-from hackable_rl.pricing.payoff import PayoffCell, PayoffSpec, grid_of, grid_specs, score_specs
-from hackable_rl.reward.checkers import CheckerOptions
-from hackable_rl.reward.corruption import configured_flaw
 from hackable_rl.study_records.condition_files import (
     BASE,
     CONDITION_FILE,
@@ -85,7 +78,7 @@ class Condition:
     channel: str
     flaw: str | None
     cell: str | None = None
-    """The blind-spot cell (`experiments.cells`) whose members it trains against; None in a rate grid."""
+    """The blind-spot cell (`study.cells`) whose members it trains against; None in a rate grid."""
 
     @property
     def name(self) -> str:
@@ -125,102 +118,6 @@ def condition_config(config: ExperimentConfig, condition: Condition) -> Experime
     raw["tracking"]["run_name"] = config.tracking.run_name or condition.name
 
     return check_config(validate_config(raw, f"condition {condition.name}"), f"condition {condition.name}")
-
-
-def method_overrides(study_file: Path, method: str) -> list[str]:
-    """`--set` overrides that a study file gives one method (e.g. robust's clean + flawed ensemble).
-
-    The file's `method_overrides` maps a method to a list of `key=value` strings; a method it does
-    not list gets none.
-    """
-    return list(load_study(study_file).method_overrides.get(method, []))
-
-
-def study_condition(
-    study_file: Path, method: str, cell_name: str | None
-) -> tuple[list[str], Cell | NoiseCell | None, bool]:
-    """What a study file gives one condition: its `--set` overrides (the cell's members first, then
-    the method's own), the cell, and whether `method` is a variant (its overrides set `method`)."""
-    overrides = method_overrides(study_file, method)
-    cell = read_cell(study_file, cell_name) if cell_name is not None else None
-    variant = variant_method(overrides) is not None
-    # the method first, so that its own settings (method_kwargs) resolve against it
-    method_set = [] if variant or method == BASE else [f"method={method}"]
-    return [*(cell_overrides(cell) if cell else []), *method_set, *overrides], cell, variant
-
-
-def payoff_specs(study_file: Path) -> list[PayoffSpec]:
-    """The cells a study file trains, as payoff specs: every blind-spot cell with every trained
-    method (the cell's members, then the method's overrides), or the rate grid's cells."""
-    study = load_study(study_file)
-    methods = study.trained_methods()
-    cells = study_cells(study_file)
-    if not methods or not (cells or study.rates):
-        raise UserError(f"{study_file}: expected `methods` and `cells` or `rates` lists (the study grid)")
-    overrides = {method: method_overrides(study_file, method) for method in methods}
-    if not cells:
-        return grid_specs(methods, [float(r) for r in study.rates], list(study.flaws or [None]), overrides)
-    specs = []
-    for name in cells:
-        cell = read_cell(study_file, name)
-        for method in methods:
-            own = overrides[method] if variant_method(overrides[method]) else [*overrides[method], f"method={method}"]
-            specs.append(PayoffSpec(cell.exploited_flaw, 0.0, method, (*cell_overrides(cell), *own), name))
-    return specs
-
-
-def study_payoff(
-    config: ExperimentConfig, study_file: Path | None, prompts: int, honest_samples: int
-) -> tuple[list[PayoffCell], dict[str, Any]]:
-    """The payoff table of a study file's cells (or of the config's own cell), with honest work and
-    the measured rates of every flawed checker when `honest_samples` base samples per prompt are drawn."""
-    specs = payoff_specs(study_file) if study_file else grid_specs(*grid_of(config))
-    if not honest_samples:
-        return score_specs(config, specs, prompts), {}
-    samples = sample_base_policy(config, read_prepared(config, "train")[:prompts], honest_samples)
-    checkers = study_checkers(study_file) if study_file else []
-    rates = measured_rates(samples, checkers, CheckerOptions.from_config(config)) if checkers else {}
-    return score_specs(config, specs, prompts, samples), rates
-
-
-def affine_twins(study_file: Path, params: Path) -> set[tuple[str, str, str]]:
-    """(cell, method, twin) for every trained arm whose optimised reward is, by its method's own
-    declaration (`MethodSpec.affine_to`), a positive affine map of another of the cell's methods':
-    the arm trains as its twin does, and the report never tests one against the other."""
-    from hackable_rl.config.loading import load_config
-    from hackable_rl.core.registry import METHODS
-
-    study = load_study(study_file)
-    methods = study.trained_methods()
-    twins = set()
-    for cell in study.cells:
-        for method in methods:
-            if method in study.method_cells and cell not in study.method_cells[method]:
-                continue
-            overrides, _, _ = study_condition(study_file, method, cell)
-            config = load_config(params, overrides)
-            twin = METHODS.get(config.method).affine_to(config)
-            if twin is not None and twin != method and twin in methods:
-                twins.add((cell, method, twin))
-    return twins
-
-
-def study_identities(study_file: Path, cells: list[PayoffCell]) -> list[Identity]:
-    """The study's arms identical by construction (none for a rate grid), representatives chosen by
-    the order of the study's `methods`."""
-    return identical_arms(cells, load_study(study_file).trained_methods())
-
-
-def study_affine_arms(study_file: Path, cells: list[PayoffCell]) -> list[Identity]:
-    """The study's arms whose priced rewards differ from another arm's of their cell only by a map
-    GRPO's advantages and Adam's step do not see (`pricing.identities.affine_arms`)."""
-    return affine_arms(cells, load_study(study_file).trained_methods())
-
-
-def study_checkers(study_file: Path) -> list[str]:
-    """Every flawed checker the study's cells hold (the payoff stage measures each one's rates)."""
-    cells = [read_cell(study_file, name) for name in study_cells(study_file)]
-    return [c for cell in cells if isinstance(cell, Cell) for c in cell.checkers if c != "clean"]
 
 
 # --------------------------------------------------------------------------- one condition

@@ -21,8 +21,8 @@ def check_study(study: Path, config: Any = None) -> None:
     """The study file's declarations and grid, or one line per problem (exit 2); under `config`, a real
     model's estimated wall time against the study's `budget_hours`."""
     from hackable_rl.config.study import load_study_declaration
-    from hackable_rl.experiments.budget import study_cost
-    from hackable_rl.experiments.study import payoff_specs
+    from hackable_rl.study.arms import payoff_specs
+    from hackable_rl.study.budget import study_cost
 
     declared = load_study_declaration(study)
     payoff_specs(study)  # the grid must be one the payoff stage can price
@@ -50,8 +50,8 @@ def payoff(
     """The exploit payoff table: mean training reward of canonical completions per cell and method
     beside the base policy's honest work (docs/studies.md); exit 2 when no exploit pays more anywhere."""
     from hackable_rl.core.jsonl import write_json
-    from hackable_rl.experiments.study import study_affine_arms, study_identities, study_payoff
-    from hackable_rl.pricing import payoff as table
+    from hackable_rl.payoff import table
+    from hackable_rl.study.arms import study_affine_arms, study_identities, study_payoff
 
     if study is not None:
         check_study(study)
@@ -95,7 +95,8 @@ def condition(
 ) -> None:
     """Run one study condition (train + evaluate, or evaluate the base) and write condition.json.
     A failed run is recorded there (status failed, its error) and exits 0, so a sweep goes on."""
-    from hackable_rl.experiments.study import identical_twin, record_identical, run_condition, study_condition
+    from hackable_rl.study.cells import study_condition
+    from hackable_rl.study.condition import identical_twin, record_identical, run_condition
 
     if cell and not study:
         fail("condition: --cell needs --study (the file that declares the cells)")

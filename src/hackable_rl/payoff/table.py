@@ -1,9 +1,9 @@
 """The exploit payoff table: what the training reward pays canonical completions, before any training.
 
 For every training prompt of a sample, each canonical completion (a strict right and a strict wrong
-answer, no answer, and each flaw's exploit) goes through the real reward pipeline
-(`scoring.RewardPipeline.score`: members, corruption, method, objective), and the table holds the
-mean final reward per (cell, method, completion). Beside them stands *honest work*: the base
+answer, no answer, and each flaw's exploit: `canonical`) goes through the real reward pipeline
+(`reward.pipeline`: members, corruption, method, objective), and the table holds the mean final
+reward per (cell, method, completion). Beside them stands *honest work*: the base
 policy's own samples on the same prompts through the same pipeline (`--honest-samples`). GRPO learns
 an exploit when it pays more than what the policy's honest work earns now, so the gate asks that:
 a study whose exploits never beat honest work in any cell cannot show hacking (docs/studies.md).
@@ -15,10 +15,9 @@ its `--set` overrides, given as data (the study file is read by its caller).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,68 +26,30 @@ from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import apply_overrides, validate_config
 from hackable_rl.core.jsonl import write_json
 from hackable_rl.core.numerics import MACHINE_KEY, machine_record
-from hackable_rl.core.registry import CHECKERS, Exploit
 from hackable_rl.core.stats import mean
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.reward.checkers import checker_defaults
+from hackable_rl.payoff.canonical import (
+    HONEST,
+    builders,
+    canonical_names,
+    named_checkers,
+    row_example,
+    short_name,
+    wrong_answer,
+)
 from hackable_rl.reward.corruption import configured_flaw
 from hackable_rl.reward.methods import METHODS
 from hackable_rl.reward.patterns import pattern_values
 from hackable_rl.reward.pipeline import build_reward_pipeline
-from hackable_rl.reward.types import Example
 
-__all__ = ["HONEST", "PayoffCell", "canonical_names", "checker_exploits", "exploit_names", "PayoffSpec", "grid_of", "grid_specs", "own_cell_payoff", "payoff_table", "score_specs",
+__all__ = ["PayoffCell", "PayoffSpec", "grid_of", "grid_specs", "own_cell_payoff", "payoff_table", "score_specs",
            "unpayable_problem", "format_payoff", "write_payoff"]
-
-Build = Callable[[str, str, str, str], str]
-"""(open tag, close tag, reference, a wrong answer) -> completion text."""
-Answer = Callable[[Example], str | None]
-"""An exploit's own wrong answer on a prompt (`Exploit.answer`)."""
-
-HONEST: dict[str, Build] = {
-    "strict_correct": lambda o, c, ref, wrong: f"{o}I work it out.{c} \\boxed{{{ref}}}",
-    "strict_wrong": lambda o, c, ref, wrong: f"{o}I work it out.{c} \\boxed{{{wrong}}}",
-    "no_answer": lambda o, c, ref, wrong: f"{o}I work it out.{c} I cannot tell.",
-}
-"""The honest canonical completions, by name; every other canonical completion is a checker's
-exploit, declared by the checker (`CheckerSpec.exploits`)."""
-HONEST_SHORT = {"strict_correct": "right", "strict_wrong": "wrong", "no_answer": "none"}
-"""Column heads of the printed table (payoff.json keeps the full names)."""
-
-
-def checker_exploits(checkers: Sequence[str] = ()) -> dict[str, tuple[str, Exploit]]:
-    """exploit name -> (its checker, the exploit): every registered checker's, then those of the
-    `checkers` named by `package.module:attr`, in that order."""
-    named = list(CHECKERS.items())
-    named += [(name, CHECKERS.get(name)) for name in dict.fromkeys(checkers) if name not in CHECKERS]
-    return {exploit.name: (name, exploit) for name, spec in named for exploit in spec.exploits}
-
-
-def canonical_names(checkers: Sequence[str] = ()) -> list[str]:
-    """The canonical completions: the honest ones, then every exploit (`checker_exploits`)."""
-    return [*HONEST, *checker_exploits(checkers)]
-
-
-def exploit_names(checkers: Sequence[str] = ()) -> list[str]:
-    return list(checker_exploits(checkers))
-
-
-def short_name(name: str) -> str:
-    """A canonical completion's column head in the printed table."""
-    exploits = checker_exploits()
-    return HONEST_SHORT.get(name) or (exploits[name][1].short if name in exploits else name)
-
-
-def named_checkers(config: ExperimentConfig) -> list[str]:
-    """Every checker a config names: its members' and its flaw channel's."""
-    flaw = configured_flaw(config.corruption)
-    return [member.checker for member in config.verifier.members] + ([flaw] if flaw else [])
 
 
 @dataclass(frozen=True)
 class HonestSamples:
     """The base policy's completions, their prompt rows (repeated per sample) and the judge's verdict
-    (`experiments.honest.sample_base_policy` draws them)."""
+    (`study.honest.sample_base_policy` draws them)."""
 
     texts: list[str]
     rows: list[dict[str, Any]]
@@ -104,7 +65,7 @@ class PayoffSpec:
     method: str
     overrides: tuple[str, ...] = ()
     cell: str | None = None
-    """The blind-spot cell (`experiments.cells`), None in a rate grid."""
+    """The blind-spot cell (`study.cells`), None in a rate grid."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +87,7 @@ class PayoffCell:
     fingerprint: tuple[float | None, ...] = field(default=(), compare=False, repr=False)
     """Every reward behind this row, in order (the honest samples', then each canonical completion's
     on every prompt): two arms with equal fingerprints pay every priced completion alike
-    (`pricing.identities`)."""
+    (`payoff.identities`)."""
     setup: str = field(default="", compare=False, repr=False)
     """A hash of the arm's config outside its reward (trainer, data, model, generation, seed...): arms
     that pay alike train alike only where this agrees too."""
@@ -134,7 +95,7 @@ class PayoffCell:
     """The prompt id of each fingerprint entry: GRPO compares rewards within a prompt's group."""
     advantage: tuple[str, float] = field(default=("none", 0.0), compare=False, repr=False)
     """(trainer.scale_rewards, trainer.beta): which maps of the reward leave training unchanged
-    (`pricing.identities.affine_arms`)."""
+    (`payoff.identities.affine_arms`)."""
 
     @property
     def label(self) -> str:
@@ -160,51 +121,19 @@ class PayoffCell:
                 and self.pays[name] > level + margin]
 
 
-def _wrong_answer(reference: str, paid_by_patterns: frozenset[float] = frozenset()) -> str:
-    """A plausible wrong answer: the reference number plus the smallest step of one or more that no
-    natural flaw of the grid pays on the prompt (`paid_by_patterns`), so that it is wrong under every
-    member (without a natural flaw in the grid, the reference plus one); a non-number gets -1."""
-    try:
-        number = float(reference.replace(",", ""))
-    except ValueError:
-        return "-1"
-    step = 1
-    while number + step in paid_by_patterns:
-        step += 1
-    return str(int(number) + step) if number.is_integer() else f"{number + step:g}"
-
-
-def _row_example(row: Mapping[str, Any]) -> Example:
-    return Example(str(row["id"]), str(row["reference"]), row.get("metadata") or {})
-
-
 def _cell_config(config: ExperimentConfig, spec: PayoffSpec) -> ExperimentConfig:
     return validate_config(apply_overrides(config.model_dump(mode="json"), spec.overrides), "payoff")
-
-
-def _builders(config: ExperimentConfig, checkers: Sequence[str]) -> dict[str, tuple[Build, Answer | None]]:
-    """Every canonical completion's builder under `config`, with the wrong answer it boxes where it
-    chooses one (a natural flaw's exploit boxes its pattern's answer): each exploit built with its
-    checker's settings (the `checker_kwargs` of the first member that carries it, else its defaults)."""
-    given: dict[str, Mapping[str, Any]] = {}
-    for member in config.verifier.members:
-        given.setdefault(member.checker, member.checker_kwargs)
-    builders: dict[str, tuple[Build, Answer | None]] = {name: (build, None) for name, build in HONEST.items()}
-    for name, (checker, exploit) in checker_exploits(checkers).items():
-        settings = checker_defaults(checker) | dict(given.get(checker, {}))
-        builders[name] = (functools.partial(exploit.build, **settings), exploit.answer)
-    return builders
 
 
 def _score_cell(pipeline, rows: list[dict[str, Any]], config: ExperimentConfig,
                 checkers: Sequence[str]) -> dict[str, list[float | None]]:
     """Each canonical completion's final training reward on every row, by name."""
     tags = (config.rewards.think_open, config.rewards.think_close)
-    examples = [_row_example(row) for row in rows]
-    wrong = [_wrong_answer(row["reference"], pattern_values(example, checkers))
+    examples = [row_example(row) for row in rows]
+    wrong = [wrong_answer(row["reference"], pattern_values(example, checkers))
              for row, example in zip(rows, examples, strict=True)]
     rewards = {}
-    for name, (build, answer) in _builders(config, checkers).items():
+    for name, (build, answer) in builders(config, checkers).items():
         chosen = [answer(example) if answer else None for example in examples]
         texts = [build(*tags, row["reference"], own or generic)
                  for row, own, generic in zip(rows, chosen, wrong, strict=True)]
@@ -347,7 +276,7 @@ def write_payoff(path: Path, cells: list[PayoffCell], member_rates: Mapping[str,
                  identities: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """payoff.json: every cell with its pays and paying exploits (and, with base samples, honest
     work, the exploits that beat it, and each flawed checker's measured rates); for a cell study, the
-    arms identical by construction (`pricing.identities`), which its conditions do not train; and
+    arms identical by construction (`payoff.identities`), which its conditions do not train; and
     `machine`: the machine that sampled the base policy (`core.numerics.machine_record`), or, where
     nothing was sampled, why it names none."""
     rows = [_cell_row(c) for c in cells]
@@ -369,5 +298,5 @@ def _cell_row(cell: PayoffCell) -> dict[str, Any]:
 
 
 def grid_of(config: ExperimentConfig) -> tuple[list[str], list[float], list[str | None]]:
-    """The config's own method, rate and flaw (a study file's grid: `experiments.study.payoff_specs`)."""
+    """The config's own method, rate and flaw (a study file's grid: `study.arms.payoff_specs`)."""
     return [config.method], [config.corruption.rate], [configured_flaw(config.corruption)]

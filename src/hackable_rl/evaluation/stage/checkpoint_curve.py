@@ -18,8 +18,8 @@ import pandas as pd
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.storage import Storage
 from hackable_rl.evaluation.paired import PROMPTS_FILE
-from hackable_rl.experiments.eval_targets import EvalTarget
-from hackable_rl.experiments.evaluate import evaluate
+from hackable_rl.evaluation.stage.evaluate import evaluate
+from hackable_rl.evaluation.stage.targets import EvalTarget
 
 __all__ = ["CHECKPOINTS_FILE", "CHECKPOINTS_FOLDER", "CURVE_METRICS", "evaluate_checkpoints", "step_folder"]
 
