@@ -12,6 +12,7 @@ import yaml
 # Imported before any test module loads torch: it pins the CPU dispatch (core/numerics.py), so the
 # suite's numbers are the same on CPUs with and without AVX-512, as every command's are.
 import hackable_rl  # noqa: F401
+from hackable_rl.config.experiment import TinyModelConfig
 
 
 def pytest_configure(config) -> None:
@@ -46,6 +47,36 @@ TINY_PARAMS = {
     "corruption": {"channel": "flip", "rate": 0.2},
     "evaluation": {"n": 2, "k": [1, 2], "max_prompts": 4, "batch_size": 16},
 }
+
+
+TINY_SHAPE = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, vocab_size=300)
+"""A two-layer tiny model's shape: what the models' unit tests build in milliseconds."""
+TINY_CORPUS = [
+    f"Problem: Ann has {a} pens. Ann buys {b} more. How many pens does Ann have now?\n"
+    f"Answer: <think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}"
+    for a in range(2, 30, 3)
+    for b in range(2, 30, 4)
+]
+"""The text the tiny tokenizer is trained on."""
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A tokenizer trained on TINY_CORPUS (300 words)."""
+    from hackable_rl.models.tokenizer import train_tokenizer
+
+    return train_tokenizer(TINY_CORPUS, vocab_size=300)
+
+
+@pytest.fixture(scope="module")
+def tiny(tokenizer):
+    """A two-layer tiny model (TINY_SHAPE) in eval mode, seeded."""
+    import torch
+
+    from hackable_rl.models.tiny import build_tiny_model
+
+    torch.manual_seed(0)
+    return build_tiny_model(TINY_SHAPE, tokenizer).eval()
 
 
 def _merge(base: dict, changes: dict) -> dict:

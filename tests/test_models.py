@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+from conftest import TINY_CORPUS, TINY_SHAPE
 from hackable_rl.config.experiment import TinyModelConfig
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
@@ -24,16 +25,7 @@ from hackable_rl.models.loading import (
     smollm2_gguf,
 )
 from hackable_rl.models.tiny import build_tiny_model
-from hackable_rl.models.tokenizer import EOS_TOKEN, PAD_TOKEN, load_tokenizer, train_tokenizer
-
-SMALL = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, vocab_size=300)
-
-CORPUS = [
-    f"Problem: Ann has {a} pens. Ann buys {b} more. How many pens does Ann have now?\n"
-    f"Answer: <think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}"
-    for a in range(2, 30, 3)
-    for b in range(2, 30, 4)
-]
+from hackable_rl.models.tokenizer import EOS_TOKEN, PAD_TOKEN, load_tokenizer
 
 
 def _config(tmp_path, **sections):
@@ -41,22 +33,11 @@ def _config(tmp_path, **sections):
     return validate_config(raw)
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(CORPUS, vocab_size=300)
-
-
-@pytest.fixture(scope="module")
-def tiny(tokenizer):
-    torch.manual_seed(0)
-    return build_tiny_model(SMALL, tokenizer).eval()
-
-
 # --------------------------------------------------------------------------- tokenizer
 
 
 def test_tokenizer_round_trips_text_exactly(tokenizer):
-    for text in [CORPUS[0], "x  =  1 ,2 .", "Ünïcode 42 ✓\n\ttab"]:
+    for text in [TINY_CORPUS[0], "x  =  1 ,2 .", "Ünïcode 42 ✓\n\ttab"]:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         assert tokenizer.decode(ids) == text
 
@@ -87,7 +68,7 @@ def test_tokenizer_save_and_reload_keeps_its_pre_tokenizer(tokenizer, tmp_path):
     tokenizer.save_pretrained(tmp_path)
     reloaded = load_tokenizer(tmp_path)
     assert reloaded.padding_side == "left"
-    assert reloaded(CORPUS[3])["input_ids"] == tokenizer(CORPUS[3])["input_ids"]
+    assert reloaded(TINY_CORPUS[3])["input_ids"] == tokenizer(TINY_CORPUS[3])["input_ids"]
     assert reloaded.tokenize("907") == ["9", "0", "7"]
 
 
@@ -105,7 +86,7 @@ def test_default_tiny_model_is_about_one_million_parameters_with_tied_embeddings
 
 
 def test_llama_architecture_builds(tokenizer):
-    model = build_tiny_model(SMALL.model_copy(update={"architecture": "llama"}), tokenizer)
+    model = build_tiny_model(TINY_SHAPE.model_copy(update={"architecture": "llama"}), tokenizer)
     assert model.config.model_type == "llama"
 
 
@@ -114,9 +95,9 @@ def test_save_and_reload_gives_identical_logits(tiny, tokenizer, tmp_path):
     tokenizer.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
     assert not list(tmp_path.glob("*.bin"))
-    config = _config(tmp_path, model={"tiny": SMALL.model_dump()})
+    config = _config(tmp_path, model={"tiny": TINY_SHAPE.model_dump()})
     reloaded, reloaded_tokenizer = load_policy(config, path=tmp_path)
-    batch = tokenizer(CORPUS[:3], return_tensors="pt", padding=True)
+    batch = tokenizer(TINY_CORPUS[:3], return_tensors="pt", padding=True)
     with torch.no_grad():
         assert torch.equal(tiny(**batch).logits, reloaded(**batch).logits)
     assert reloaded_tokenizer.tokenize("42") == ["4", "2"]
@@ -128,7 +109,7 @@ def test_checkpoint_without_tokenizer_uses_the_policy_tokenizer(tiny, tokenizer,
     tokenizer.save_pretrained(policy_dir(config))
     tiny.save_pretrained(tmp_path / "checkpoint-25")  # TRL-style checkpoint: weights only
     model, loaded_tokenizer = load_policy(config, path=tmp_path / "checkpoint-25")
-    assert loaded_tokenizer(CORPUS[0])["input_ids"] == tokenizer(CORPUS[0])["input_ids"]
+    assert loaded_tokenizer(TINY_CORPUS[0])["input_ids"] == tokenizer(TINY_CORPUS[0])["input_ids"]
     assert model.num_parameters() == tiny.num_parameters()
 
 
@@ -147,7 +128,7 @@ def test_peft_adapter_folder_loads_on_its_base(tiny, tokenizer, tmp_path):
     config_path.write_text(json.dumps({**recorded, "base_model_name_or_path": str(base_dir)}))
 
     loaded, _ = load_policy(_config(tmp_path), path=tmp_path / "adapter")
-    batch = tokenizer(CORPUS[:2], return_tensors="pt", padding=True)
+    batch = tokenizer(TINY_CORPUS[:2], return_tensors="pt", padding=True)
     with torch.no_grad():
         assert torch.allclose(adapted.eval()(**batch).logits, loaded(**batch).logits, atol=1e-6)
         assert not torch.allclose(tiny(**batch).logits, loaded(**batch).logits)
@@ -229,7 +210,7 @@ def test_generation_settings_from_config(tmp_path):
 
 
 def test_batched_greedy_matches_one_by_one(tiny, tokenizer):
-    prompts = [CORPUS[0][:40], CORPUS[5][:15], CORPUS[9][:70]]  # different lengths: left padding matters
+    prompts = [TINY_CORPUS[0][:40], TINY_CORPUS[5][:15], TINY_CORPUS[9][:70]]  # different lengths: left padding matters
     settings = GenerationSettings.greedy(8)
     batched = generate_completions(tiny, tokenizer, prompts, settings, batch_size=3, seed=0)
     alone = [generate_completions(tiny, tokenizer, [p], settings, batch_size=1, seed=0)[0] for p in prompts]
@@ -239,7 +220,7 @@ def test_batched_greedy_matches_one_by_one(tiny, tokenizer):
 
 def test_sampling_is_reproducible_with_a_seed(tiny, tokenizer):
     settings = GenerationSettings(max_new_tokens=10, temperature=1.0)
-    prompts = [CORPUS[1][:30]] * 4
+    prompts = [TINY_CORPUS[1][:30]] * 4
     first = generate_completions(tiny, tokenizer, prompts, settings, batch_size=2, seed=7)
     again = generate_completions(tiny, tokenizer, prompts, settings, batch_size=2, seed=7)
     assert first == again

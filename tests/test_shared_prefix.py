@@ -5,17 +5,9 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 
-from hackable_rl.config.experiment import TinyModelConfig
 from hackable_rl.models.shared_prefix import best_split, share_prefixes
-from hackable_rl.models.tiny import build_tiny_model
-from hackable_rl.models.tokenizer import train_tokenizer
-
-SMALL = TinyModelConfig(hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, vocab_size=300)
-CORPUS = [f"Problem: Ann has {a} pens. Ann buys {b} more.\nAnswer: <think>{a}+{b}={a + b}</think> \\boxed{{{a + b}}}"
-          for a in range(2, 30, 3) for b in range(2, 30, 4)]
 
 
 def test_rows_sharing_a_prompt_split_at_its_end():
@@ -34,17 +26,6 @@ def test_rows_sharing_a_prompt_split_at_its_end():
 def test_rows_with_nothing_to_share_are_left_alone():
     ids = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8], [9, 1, 2, 3]])
     assert best_split(ids, torch.ones_like(ids)) is None
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer(CORPUS, vocab_size=300)
-
-
-@pytest.fixture(scope="module")
-def tiny(tokenizer):
-    torch.manual_seed(0)
-    return build_tiny_model(SMALL, tokenizer)
 
 
 def _group_batch(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
