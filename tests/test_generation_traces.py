@@ -160,3 +160,26 @@ def test_a_verifier_without_a_verdict_is_an_error_feedback_not_a_number(row):
 
     verifier = next(a for a in completion_assessments(row) if a.name == "verifier")
     assert verifier.value is None and "no verdict" in verifier.error
+
+
+def test_an_mlflow_without_assessments_is_one_line_naming_the_version_needed(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import mlflow
+    from transformers import TrainerControl, TrainerState
+
+    from hackable_rl.core.errors import UserError
+    from hackable_rl.tracking.scorers import judge_scorer
+    from hackable_rl.trl_parts import GenerationTraceCallback, verifier_reward
+
+    client, _, run_id = _store(tmp_path)
+    monkeypatch.setattr(mlflow, "__version__", "2.22.1")
+    for attempt in (lambda: write_traces(client, run_id, [(step_trace_name(3), STEP_ROWS, {"step": "3"})]),
+                    judge_scorer):
+        with pytest.raises(UserError) as raised:
+            attempt()
+        assert str(raised.value).startswith("MLflow 2.22.1 has no assessments on traces: hackable-rl needs MLflow "
+                                            "3.2 or newer") and "\n" not in str(raised.value)
+    args = SimpleNamespace(num_generations=8, scale_rewards="group", report_to=["mlflow"], world_size=1)
+    with pytest.raises(ValueError, match=r"^GenerationTraceCallback: MLflow 2.22.1 has no assessments on traces"):
+        GenerationTraceCallback(verifier_reward()).on_train_begin(args, TrainerState(), TrainerControl())

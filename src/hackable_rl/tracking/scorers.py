@@ -23,25 +23,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
-from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.judge import JudgeOptions, judge_completion
 from hackable_rl.reward.pipeline import build_reward_pipeline
 from hackable_rl.reward.types import Example
+from hackable_rl.tracking.assessments import MIN_MLFLOW, require_mlflow_assessments
 
 __all__ = ["MIN_MLFLOW", "judge_scorer", "transferred_judge_scorer", "verifier_scorer"]
 
-MIN_MLFLOW = (3, 2)
-"""The first MLflow with `mlflow.genai.scorers.scorer` and assessments on traces."""
-
-
 def _mlflow_parts() -> tuple[Any, Any, Any]:
-    """(scorer, Feedback, AssessmentError), or one line naming the MLflow version needed."""
-    import mlflow
-
-    version = tuple(int(part) for part in mlflow.__version__.split(".")[:2] if part.isdigit())
-    if version < MIN_MLFLOW:
-        raise UserError(f"MLflow {mlflow.__version__}: scorers need MLflow {'.'.join(map(str, MIN_MLFLOW))} or newer "
-                        "(assessments on traces); pip install -U mlflow")
+    """(scorer, Feedback, AssessmentError), or one line naming the MLflow version needed (MIN_MLFLOW:
+    the first with `mlflow.genai.scorers.scorer` and assessments on traces)."""
+    require_mlflow_assessments()
     from mlflow.entities import AssessmentError, Feedback
     from mlflow.genai.scorers import scorer
 
