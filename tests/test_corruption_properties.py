@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from hackable_rl.config.loading import validate_config
 from hackable_rl.reward import Example, clean_checker
-from hackable_rl.reward.corruption import Flip, KeyedChannel, corrupt
+from hackable_rl.reward.channels import Flip
+from hackable_rl.reward.corruption import KeyedChannel, corrupt
 from hackable_rl.reward.ensemble import aggregate, disagreement
 from hackable_rl.reward.pipeline import build_reward_pipeline
 

@@ -18,23 +18,12 @@ from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import CHECKERS
 from hackable_rl.reward import CheckerOptions, Example, Verdict, build_checker, clean_checker
-from hackable_rl.reward.corruption import (
-    Asymmetric,
-    Bias,
-    ConfidenceDrop,
-    Flaw,
-    Flip,
-    KeyedChannel,
-    Missing,
-    Noise,
-    Selector,
-    build_channel,
-    corrupt,
-    corruption_uniforms,
-)
+from hackable_rl.reward.channels import Asymmetric, Bias, ConfidenceDrop, Flaw, Flip, Missing, Noise
+from hackable_rl.reward.corruption import KeyedChannel, build_channel, corrupt, corruption_uniforms
 from hackable_rl.reward.ensemble import aggregate, disagreement
 from hackable_rl.reward.methods.robust import attenuation, robust_reward, shape
 from hackable_rl.reward.pipeline import build_reward_pipeline
+from hackable_rl.reward.selector import Selector
 
 NAN = math.nan
 EXAMPLE = Example("q1", "#### 7", {"n_steps": 3, "level": "Level 5", "subject": "Algebra"})

@@ -17,8 +17,9 @@ from hackable_rl.extensions import load_resolved
 from hackable_rl.report.build import build_report
 from hackable_rl.report.declared import load_cell_conditions
 from hackable_rl.report.youden import prediction_verdicts, read_design, sweep_outcomes
+from hackable_rl.reward.channels import Asymmetric
 from hackable_rl.reward.checkers import CheckerOptions
-from hackable_rl.reward.corruption import Asymmetric, build_channel
+from hackable_rl.reward.corruption import build_channel
 from hackable_rl.reward.pipeline import build_reward_pipeline
 from hackable_rl.reward.types import Example
 from hackable_rl.study.cells import NoiseCell, cell_overrides, noise_cells, read_cell

@@ -1,4 +1,7 @@
-"""Corruption channels: each wraps a checker and returns a checker with the same signature.
+"""Corruption, the reward's second step: a member's clean verdicts through its channel (what each
+channel does: `channels.py`), keyed, and the channels built from the config (`CHANNELS`).
+
+A channel wraps a checker and returns a checker with the same signature.
 
 A channel never edits a checker and never draws from a shared random stream. Every decision is a
 pure function of a hash of (seed, member name, example id, completion text), so an identical
@@ -11,42 +14,24 @@ from __future__ import annotations
 
 import functools
 import inspect
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from hashlib import blake2b
-from statistics import NormalDist
-from typing import Any, Protocol
+from typing import Any
 
 from hackable_rl.core.bounds import NonNegativeFloat, Probability
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.registry import CHANNELS, CHECKERS, RegistryError, register_channel
 from hackable_rl.core.settings import bind_settings
+from hackable_rl.reward.channels import Asymmetric, Bias, Channel, ConfidenceDrop, Flaw, Flip, Missing, Noise
 from hackable_rl.reward.checkers import CheckerOptions, build_checker
 from hackable_rl.reward.selector import Selector
 from hackable_rl.reward.types import Checker, Example, Verdict
 
-__all__ = [
-    "CHANNELS",
-    "Channel",
-    "KeyedChannel",
-    "Selector",
-    "Flip",
-    "Asymmetric",
-    "Missing",
-    "Noise",
-    "Bias",
-    "ConfidenceDrop",
-    "Flaw",
-    "corrupt",
-    "corruption_uniforms",
-    "corruption_key",
-    "build_channel",
-    "channel_settings",
-    "configured_flaw",
-]
+__all__ = ["CHANNELS", "KeyedChannel", "build_channel", "channel_settings", "configured_flaw", "corrupt", "corruption_key",
+           "corruption_uniforms"]
 
 _SCALE = 2.0**-53
 _LOW64 = (1 << 64) - 1
-_STANDARD_NORMAL = NormalDist()
 
 
 def corruption_key(example_id: str, completion: str) -> bytes:
@@ -66,153 +51,6 @@ def _member_prefix(seed: int, member: str) -> bytes:
 def corruption_uniforms(seed: int, member: str, example_id: str, completion: str) -> tuple[float, float]:
     """Two uniforms in the open interval (0, 1), a pure function of the four keys."""
     return _uniforms(_member_prefix(seed, member), corruption_key(example_id, completion))
-
-
-class Channel(Protocol):
-    """Turns a verdict into a corrupted one, given the two keyed uniforms, and says what it knows of
-    its own binary noise rates (the corrected method reads them)."""
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict: ...
-
-    def noise_rates(self) -> tuple[float, float] | None:
-        """(rho0, rho1): P(a wrong answer is paid), P(a right one is denied); None when unknown."""
-        ...
-
-
-def _wrong(verdict: Verdict) -> bool:
-    return verdict.reward is not None and verdict.reward < 0.5
-
-
-def _right(verdict: Verdict) -> bool:
-    return verdict.reward is not None and verdict.reward >= 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class Flip:
-    """r -> 1 - r with probability p (a missing reward stays missing)."""
-
-    p: float
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
-        if verdict.reward is None or u >= self.p:
-            return verdict
-        return Verdict(1.0 - verdict.reward, verdict.confidence, verdict.parsed, f"flipped:{verdict.reason}")
-
-    def noise_rates(self) -> tuple[float, float]:
-        """(rho0, rho1): a wrong answer is paid and a right one denied with the same p."""
-        return self.p, self.p
-
-
-@dataclass(frozen=True, slots=True)
-class Asymmetric:
-    """A wrong answer is rewarded with probability p_fp; a right one is denied with p_fn."""
-
-    p_fp: float
-    p_fn: float
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
-        if _wrong(verdict) and u < self.p_fp:
-            return Verdict(1.0, verdict.confidence, verdict.parsed, f"false_positive:{verdict.reason}")
-        if _right(verdict) and u < self.p_fn:
-            return Verdict(0.0, verdict.confidence, verdict.parsed, f"false_negative:{verdict.reason}")
-        return verdict
-
-    def noise_rates(self) -> tuple[float, float]:
-        return self.p_fp, self.p_fn
-
-
-@dataclass(frozen=True, slots=True)
-class Missing:
-    """The reward is missing with probability p."""
-
-    p: float
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
-        if u >= self.p:
-            return verdict
-        return Verdict(None, verdict.confidence, verdict.parsed, f"dropped:{verdict.reason}")
-
-    def noise_rates(self) -> tuple[float, float]:
-        """A dropped reward is missing, never wrong: no false positive or negative."""
-        return 0.0, 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Noise:
-    """r + N(0, sigma), clipped to [0, 1] (a missing reward stays missing)."""
-
-    sigma: float
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
-        if verdict.reward is None or self.sigma <= 0:
-            return verdict
-        noisy = verdict.reward + self.sigma * _STANDARD_NORMAL.inv_cdf(u)
-        return Verdict(
-            min(1.0, max(0.0, noisy)), verdict.confidence, verdict.parsed, f"noisy:{verdict.reason}"
-        )
-
-    def noise_rates(self) -> None:
-        """A continuous reward has no binary noise rates."""
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class Bias:
-    """Asymmetric corruption applied only to examples whose metadata matches the selector."""
-
-    selector: Selector
-    p_fp: float
-    p_fn: float
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
-        if not self.selector.matches(example.metadata):
-            return verdict
-        return Asymmetric(self.p_fp, self.p_fn).apply(verdict, u, v, completion, example)
-
-    def noise_rates(self) -> None:
-        """Unknown: the rates hold only on the examples the selector matches."""
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class ConfidenceDrop:
-    """With probability p the member's confidence drops to a value in [floor, 1)."""
-
-    p: float
-    floor: float
-
-    def noise_rates(self) -> tuple[float, float]:
-        """The reward itself is never changed."""
-        return 0.0, 0.0
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
-        if u >= self.p:
-            return verdict
-        return replace(
-            verdict, confidence=self.floor + (1.0 - self.floor) * v, reason=f"unsure:{verdict.reason}"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Flaw:
-    """With probability p the member answers as a flawed checker instead (the flawed-verifier study)."""
-
-    p: float
-    checker: Checker
-    name: str
-    superset_of_clean: bool = False
-    """The flawed checker's `CheckerSpec.superset_of_clean`."""
-
-    def apply(self, verdict: Verdict, u: float, v: float, completion: str, example: Example) -> Verdict:
-        if u >= self.p:
-            return verdict
-        flawed = self.checker(completion, example)
-        return replace(flawed, reason=f"{self.name}:{flawed.reason}")
-
-    def noise_rates(self) -> tuple[float, float] | None:
-        """For a flaw that accepts everything clean accepts (`superset_of_clean`), an upper bound: a
-        wrong answer is paid with probability at most p, a right one never denied. Unknown otherwise."""
-        return (self.p, 0.0) if self.superset_of_clean else None
 
 
 @dataclass(frozen=True)

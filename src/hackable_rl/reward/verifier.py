@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hackable_rl.reward.channels import Channel
 from hackable_rl.reward.checkers import CheckerOptions, build_checker, checker_settings
-from hackable_rl.reward.corruption import Channel, KeyedChannel, build_channel, corruption_key
+from hackable_rl.reward.corruption import KeyedChannel, build_channel, corruption_key
 from hackable_rl.reward.ensemble import Rates
 from hackable_rl.reward.types import Checker, Example, Verdict
 
