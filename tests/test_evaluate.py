@@ -64,6 +64,11 @@ def test_eval_run_id_promote_and_learning_curve(project):
     traces = {t.info.tags["mlflow.traceName"]: t for t in found}
     assert {"eval step-3", "eval step-3 greedy", "step 00003"} <= set(traces)
     assert len(traces["eval step-3"].data.spans) == 1 + 4 * 2
+    # each sample a trace of its own, its verdicts as assessments (tracking/assessments.py), as training's
+    sample = traces["eval step-3 #0"].info
+    assert {"judge", "verifier", "verifier_paid", "verifier.m0", "reference"} <= {a.name for a in sample.assessments}
+    assert (sample.tags["group"], sample.tags["decoding"]) == ("eval step-3", "sampled")
+    assert traces["eval step-3 greedy #0"].info.tags["decoding"] == "greedy"
     # the same checkpoint evaluated again gives the same numbers at the same step and time: one point
     again = runner.invoke(app, ["eval", "--run-id", trained.run_id])
     assert again.exit_code == 0, again.output
