@@ -5,7 +5,8 @@
            -> generation records, metrics, permanent checkpoints -> MLflow run (the checkpoints as
               artifacts: `hackable-rl eval --run-id` registers the ones it evaluates)
 
-`run_training` reads as set up (`_set_up`), train (`_trainer`, `_train`) and finish (`_finish`).
+`run_training` reads as set up (`training.setup.set_up`), train (`_trainer`, `_train`; TRL's
+trainer: `training.trainer`) and finish (`_finish`).
 The run folder itself (run.json, config.yaml, `--overwrite`, `--resume`) is `training.run_dir`.
 Launched as several processes, the main one does all of that and the others only train
 (`_train_beside_main`, `training.ranks`).
@@ -13,7 +14,6 @@ Launched as several processes, the main one does all of that and the others only
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from contextlib import suppress
@@ -22,42 +22,29 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.config.experiment import ExperimentConfig
-from hackable_rl.config.loading import flatten_config
 from hackable_rl.core.errors import UserError
-from hackable_rl.core.jsonl import read_jsonl, write_json
-from hackable_rl.core.numerics import DISPATCH_VARIABLE, dispatch_record
+from hackable_rl.core.jsonl import write_json
 from hackable_rl.core.run_lock import run_lock
 from hackable_rl.core.storage import Storage
-from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.judge import JudgeOptions
-from hackable_rl.models.backend import policy_device
-from hackable_rl.payoff.table import own_cell_payoff, write_payoff
 from hackable_rl.reward.pipeline import ObjectiveReward, RewardPipeline, build_reward_pipeline
-from hackable_rl.tracking import EVENT_LOG_NAME, Tracker, start_tracker
 from hackable_rl.tracking.descriptions import train_description
-from hackable_rl.tracking.provenance import dataset_input, hardware, package_versions
-from hackable_rl.tracking.rewind import forget_steps_after
 from hackable_rl.tracking.versions import checkpoint_artifacts, without_registered_versions
 from hackable_rl.training.alarm import write_run_signals
 from hackable_rl.training.callback import RunCallback, RunContext
-from hackable_rl.training.capability import check_capability, log_capability
-from hackable_rl.training.checkpoints import abandon_permanent_after, permanent_steps
+from hackable_rl.training.checkpoints import permanent_steps
 from hackable_rl.training.console import training_progress
 from hackable_rl.training.curves import summarise_curve, write_curve
 from hackable_rl.training.disk_full import is_no_space, no_space_problem
-from hackable_rl.training.identity import RunIdentity
 from hackable_rl.training.ranks import Ranks, process_ranks
 from hackable_rl.training.recorder import GenerationRecorder
 from hackable_rl.training.run_dir import (
-    CREATED_BY,
     Resume,
-    RunStart,
-    open_run_dir,
-    record_config_change,
     refuse_foreign,
 )
+from hackable_rl.training.setup import RunSetup, event_log, policy_and_prompts, set_up
 from hackable_rl.training.stop_signal import stop_on_signals, stopped
-from hackable_rl.training.trainer import check_lora_targets, completion_only_head, grpo_trainer
+from hackable_rl.training.trainer import completion_only_head, grpo_trainer
 from hackable_rl.training.truncation_probe import TruncationProbe
 
 log = logging.getLogger(__name__)
@@ -71,23 +58,6 @@ class TrainResult:
     metrics: dict[str, Any]
     main_process: bool = True
     """False in the other processes of a multi-process run: they report nothing of their own."""
-
-
-@dataclass(frozen=True)
-class _Run:
-    """What set-up hands to training and finishing."""
-
-    config: ExperimentConfig
-    run_dir: Path
-    start: RunStart
-    recorder: GenerationRecorder
-    identity: RunIdentity
-    tracker: Tracker
-    info: dict[str, Any]  # run.json as set-up wrote it (status "running")
-    model: Any
-    tokenizer: Any
-    dataset: Any  # datasets.Dataset of prompts (`_dataset`)
-    pipeline: Any  # the reward pipeline: training verifier + objective
 
 
 def run_training(
@@ -112,7 +82,7 @@ def run_training(
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
     refuse_foreign(run_dir)  # before the lock file goes in: someone else's folder stays untouched
     with run_lock(run_dir):  # one writer per run folder; a second one exits 2 naming this PID
-        run = _set_up(config, resume, overwrite, allow_config_change, ranks)
+        run = set_up(config, resume, overwrite, allow_config_change, ranks)
         context = _run_context(run)
         with stop_on_signals() as stop:  # SIGTERM/SIGINT: the step ends, a resumable checkpoint, then stop
             trainer = _trainer(run, context, [*extra_callbacks, stop])
@@ -126,50 +96,13 @@ def run_training(
 # --------------------------------------------------------------------------- set up
 
 
-def _set_up(config: ExperimentConfig, resume: Resume, overwrite: bool, allow_change: bool, ranks: Ranks) -> _Run:
-    """The run folder (fresh, or rewound to its resume point), the policy and what it trains on, the
-    run's identity, and the tracker, started only once all of those have loaded."""
-    from hackable_rl.models.loading import resolve_policy
-
-    run_dir = Storage.of(config.storage).run_dir(config.run_name)
-    start = ranks.share(open_run_dir(run_dir, config, resume, overwrite, allow_change))
-    recorder = GenerationRecorder(run_dir, gather=ranks.gather)
-    if start.step is not None:
-        _rewind(run_dir, recorder, start.step)
-
-    model, tokenizer, dataset = _policy_and_prompts(config)
-    capability = check_capability(config, model, tokenizer, run_dir)  # refuses a policy too weak for GRPO
-    pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
-    identity = RunIdentity.of(config, resolve_policy(config))
-
-    tracker = start_tracker(
-        config, config.run_name, "train", run_id=start.info.get("mlflow_run_id"), event_log=run_dir / EVENT_LOG_NAME
-    )
-    if start.step is not None:  # MLflow forgets the steps after the resume point (a corrupt checkpoint's fallback)
-        forget_steps_after(tracker, _event_log(run_dir), start.step)
-    info = _record_start(config, run_dir, start, identity, tracker, capability, pipeline)
-    return _Run(config, run_dir, start, recorder, identity, tracker, info, model, tokenizer, dataset, pipeline)
-
-
-def _policy_and_prompts(config: ExperimentConfig) -> tuple[Any, Any, Any]:
-    """The seeded policy, its tokenizer and the prompts dataset: what every training process loads."""
-    from transformers import set_seed
-
-    from hackable_rl.models.loading import is_instruct_policy, load_policy
-
-    set_seed(config.seed)  # Python, NumPy and torch
-    model, tokenizer = load_policy(config, device=policy_device())
-    check_lora_targets(config, model)
-    return model, tokenizer, _dataset(config, tokenizer, is_instruct_policy(config, tokenizer))
-
-
 def _train_beside_main(config: ExperimentConfig, ranks: Ranks, extra_callbacks: list[Any]) -> TrainResult:
     """A process other than the main one: the main process's run start (its resume point), the same
     policy and prompts, and TRL's loop with no callback of the project's. Its generation records go
     to the main process (`Ranks.gather`); it writes nothing to the run folder or MLflow itself."""
     start = ranks.share(None)
     run_dir = Storage.of(config.storage).run_dir(config.run_name)
-    model, tokenizer, dataset = _policy_and_prompts(config)
+    model, tokenizer, dataset = policy_and_prompts(config)
     pipeline = build_reward_pipeline(config, tokenizer=tokenizer)
     recorder = GenerationRecorder(run_dir, gather=ranks.gather)
     trainer = _grpo_trainer(config, model, tokenizer, dataset, pipeline, recorder, run_dir, list(extra_callbacks))
@@ -178,88 +111,10 @@ def _train_beside_main(config: ExperimentConfig, ranks: Ranks, extra_callbacks: 
     return TrainResult(run_dir, None, trainer.state.global_step, {}, main_process=False)
 
 
-def _rewind(run_dir: Path, recorder: GenerationRecorder, step: int) -> None:
-    """Drops (into abandoned/) whatever the killed attempt wrote after checkpoint `step`."""
-    recorder.rewind_to(step)
-    abandon_permanent_after(run_dir, step)
-
-
-def _dataset(config: ExperimentConfig, tokenizer: Any, is_instruct: bool) -> Any:
-    """The prompts TRL samples: prompt text (chat-templated for instruct models) and the columns the
-    reward needs. The reference rides beside the prompt, never inside it."""
-    from datasets import Dataset
-
-    from hackable_rl.models.loading import format_prompt
-
-    rows = read_prepared(config, "train")
-    return Dataset.from_list(
-        [
-            {
-                "prompt": format_prompt(tokenizer, row["prompt"], is_instruct),
-                "id": row["id"],
-                "reference": row["reference"],
-                "metadata_json": json.dumps(row.get("metadata") or {}),
-            }
-            for row in rows
-        ]
-    )
-
-
-def _record_start(
-    config: ExperimentConfig, run_dir: Path, start: RunStart, identity: RunIdentity, tracker: Tracker,
-    capability: dict[str, Any] | None, pipeline: RewardPipeline,
-) -> dict[str, Any]:
-    """Writes run.json of the running run and returns it. A fresh run logs its params, config, tags
-    and provenance once; a resumed one records how its config changed, if it did."""
-    info = {
-        **start.info,
-        **CREATED_BY,
-        "kind": "train",
-        "mlflow_run_id": tracker.run_id,
-        "tracking_pending": not tracker.online,
-        "tracking_uri": tracker.shown_uri,  # credentials masked: run.json is shared with the run
-        **identity.run_info(),
-        "capability": capability,
-        "status": "running",
-    }
-    if start.changes.any:
-        info["config_changes"] = record_config_change(run_dir, config, tracker, start)
-    write_json(run_dir / "run.json", info)
-    if start.step is None:
-        _start_logging(config, tracker, run_dir, identity, pipeline)
-        log_capability(tracker, capability)
-    else:
-        log.info("resuming %s from step %d (%s)", config.run_name, start.step, start.checkpoint)
-    return info
-
-
-def _start_logging(
-    config: ExperimentConfig, tracker: Tracker, run_dir: Path, identity: RunIdentity, pipeline: RewardPipeline
-) -> None:
-    """What a fresh run records once: params, the resolved config (config.yaml, written with the
-    folder), tags, provenance."""
-    tracker.log_params(flatten_config(config))
-    tracker.log_artifact(run_dir / "config.yaml")
-    tracker.set_tags({**identity.tags(), "cpu_dispatch": str(dispatch_record()[DISPATCH_VARIABLE])})
-    tracker.log_dict({"packages": package_versions(), "hardware": hardware()}, "environment.json")
-    dataset = dataset_input(Storage.of(config.storage).dataset_dir(config.data.name), "train")
-    if dataset is not None:
-        tracker.log_dataset(**dataset, context="training")
-    _log_payoff(config, tracker, run_dir, pipeline)
-
-
-def _log_payoff(config: ExperimentConfig, tracker: Tracker, run_dir: Path, pipeline: RewardPipeline) -> None:
-    """The exploit payoff table of this run's own method, rate and flaw (`hackable-rl payoff`), saved
-    before training: what each canonical completion would earn, so a run can be read against it.
-    Priced with the run's own reward pipeline, not a second build of it."""
-    cells = own_cell_payoff(config, pipeline)
-    tracker.log_artifact(write_payoff(run_dir / "payoff.json", cells))
-
-
 # --------------------------------------------------------------------------- train
 
 
-def _run_context(run: _Run) -> RunContext:
+def _run_context(run: RunSetup) -> RunContext:
     config = run.config
     return RunContext(
         run_dir=run.run_dir,
@@ -278,7 +133,7 @@ def _run_context(run: _Run) -> RunContext:
     )
 
 
-def _truncation_probe(run: _Run) -> TruncationProbe | None:
+def _truncation_probe(run: RunSetup) -> TruncationProbe | None:
     """The alarm's truncation probe, with the run's tokenizer, verifier and prompt metadata; None when off."""
     config = run.config
     if not (config.alarm.enabled and config.alarm.probe.samples):
@@ -288,13 +143,13 @@ def _truncation_probe(run: _Run) -> TruncationProbe | None:
                            config.rewards.think_open, config.rewards.think_close)
 
 
-def _trainer(run: _Run, context: RunContext, extra_callbacks: list[Any]) -> Any:
+def _trainer(run: RunSetup, context: RunContext, extra_callbacks: list[Any]) -> Any:
     """TRL's GRPOTrainer on the run's policy and prompts, rewarded by the objective, with the
     project's callback first (on resume it first queues what MLflow never received), then the
     console progress lines in place of the Trainer's own printing."""
     callback = RunCallback(context)
     if run.start.step is not None:
-        callback.catch_up(_event_log(run.run_dir), run.start.step)
+        callback.catch_up(event_log(run.run_dir), run.start.step)
     callbacks = [callback, training_progress(run.config, lambda: callback.last_row), *extra_callbacks]
     return _grpo_trainer(run.config, run.model, run.tokenizer, run.dataset, run.pipeline, run.recorder, run.run_dir,
                          callbacks)
@@ -308,7 +163,7 @@ def _grpo_trainer(config: ExperimentConfig, model: Any, tokenizer: Any, dataset:
     return grpo_trainer(config, model, tokenizer, dataset, reward, run_dir, callbacks)
 
 
-def _train(run: _Run, trainer: Any) -> None:
+def _train(run: RunSetup, trainer: Any) -> None:
     """TRL's loop, from the resumable checkpoint when resuming. A failure (an interrupt included)
     marks run.json and the MLflow run failed before it propagates."""
     checkpoint = run.start.checkpoint
@@ -329,7 +184,7 @@ def _train(run: _Run, trainer: Any) -> None:
 # --------------------------------------------------------------------------- finish
 
 
-def _finish(run: _Run, final_step: int, seconds: float, metrics_out: Path | None) -> TrainResult:
+def _finish(run: RunSetup, final_step: int, seconds: float, metrics_out: Path | None) -> TrainResult:
     """The summary (train.json; in MLflow `summary/train.json` and the run's description, not
     single-point metrics, so the run's charts are its curves), run.json's final state and the curve."""
     final = summarise_curve(run.recorder.metrics_rows(), final_step, seconds)
@@ -357,10 +212,6 @@ def _checkpoint_artifacts(run_dir: Path) -> dict[str, str | None]:
     permanent checkpoint still in the run, across all the processes that trained it: the event log
     holds the checkpoints of each of them."""
     kept = {str(step) for step in permanent_steps(run_dir)}
-    return {step: path for step, path in checkpoint_artifacts(_event_log(run_dir)).items() if step in kept}
+    return {step: path for step, path in checkpoint_artifacts(event_log(run_dir)).items() if step in kept}
 
 
-def _event_log(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's tracking events so far (a line torn by a kill is dropped)."""
-    path = run_dir / EVENT_LOG_NAME
-    return read_jsonl(path, torn_tail_ok=True) if path.exists() else []
