@@ -167,6 +167,7 @@ def _sync_locked(config: Any, run_dir: Path) -> dict[str, Any]:
     if not tracker.online:
         raise UserError(f"MLflow store {tracker.shown_uri} is still unreachable"
                         f"{_recorded_hint(info, tracker.shown_uri)}; nothing was uploaded, nothing was lost")
+    tracker.warn_offline = False  # a failure is this command's error line, not a tracker's warning besides it
     if tracker.run_id != info.get("mlflow_run_id"):  # a new MLflow run: a retry must continue it
         info = {**info, "mlflow_run_id": tracker.run_id, "tracking_uri": tracker.shown_uri}
         write_json(run_json, info)

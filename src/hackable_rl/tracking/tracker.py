@@ -8,10 +8,14 @@ branches on whether tracking is on: when it is off the tracker only writes the l
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
+import shutil
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,6 +69,28 @@ def _is_refusal(error: BaseException) -> bool:
     return getattr(error, "error_code", None) in _REFUSALS
 
 
+# Out of space, out of quota, or past the file-size limit (`ulimit -f`): training.disk_full.NO_SPACE, a
+# floor above this one.
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def _out_of_space(error: BaseException | None) -> bool:
+    """Whether `error`, or an error it was raised from or during, is the OS refusing a write for space."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError) and error.errno in _NO_SPACE:
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _local_folder(uri: str) -> Path | None:
+    """The folder a `file:` artifact URI names; None for a server's or a cloud store's."""
+    parts = urllib.parse.urlparse(uri)
+    return Path(urllib.request.url2pathname(parts.path)) if parts.scheme in ("", "file") else None
+
+
 def _finite_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     """MLflow stores floats: undefined metrics (None, NaN) are left out, never logged as 0."""
     kept = {}
@@ -89,6 +115,7 @@ class Tracker:
         self.uri = uri
         self.owns_run = owns_run  # False: logs into someone else's run and never ends it
         self.failure: str | None = None  # what switched the tracker offline, as one line
+        self.warn_offline = True  # False: the caller reports `failure` itself (`sync`, whose error says what remains)
         self._warned = False
         self._system_metrics: Any | None = None
 
@@ -109,16 +136,39 @@ class Tracker:
             call()
             return True
         except _tracking_errors() as error:
-            self.failure = masked_uri(f"{action}: {type(error).__name__}: {error}".splitlines()[0])
-            if not self._warned:
+            no_space = self._no_space_detail(error)
+            self.failure = masked_uri(f"{action}: {no_space or f'{type(error).__name__}: {error}'}".splitlines()[0])
+            if self.warn_offline and not self._warned:
                 log.warning(
                     "MLflow at %s failed during %s (%s); continuing offline. Everything is kept in %s; "
-                    "upload it later with `hackable-rl sync %s`.",
-                    self.shown_uri, action, masked_uri(str(error)), self.event_log, self.event_log.parent if self.event_log else "RUN_DIR",
+                    "%supload it later with `hackable-rl sync %s`.",
+                    self.shown_uri, action, no_space or masked_uri(str(error)), self.event_log,
+                    "free space there, then " if no_space else "", self.event_log.parent if self.event_log else "RUN_DIR",
                 )
                 self._warned = True
             self.client = None
             return False
+
+    def _no_space_detail(self, error: BaseException) -> str | None:
+        """For a write the run's artifact folder had no room for (a store on this machine: a SQLite
+        store's artifacts), that folder and its free space, as one phrase; None for any other failure.
+        The OS error names the source file, or nothing: the folder comes from the run itself."""
+        if not _out_of_space(error):
+            return None
+        folder = self._local_artifact_folder()
+        if folder is None:
+            return "no space left on the device of the run's artifact store"
+        usage = shutil.disk_usage(next(parent for parent in (folder, *folder.parents) if parent.exists()))
+        return (f"no space left in its artifact folder {folder} ({usage.free / 2**20:.1f} MB free of "
+                f"{usage.total / 2**20:.1f} MB)")
+
+    def _local_artifact_folder(self) -> Path | None:
+        """The run's artifact folder where it is on this machine; None for a server's, or a store that
+        no longer answers (a full artifact disk leaves a SQLite store readable)."""
+        try:
+            return _local_folder(self.client.get_run(self.run_id).info.artifact_uri)
+        except _tracking_errors():
+            return None
 
     def _record(self, event: dict[str, Any], delivered: bool) -> None:
         if self.event_log is not None:

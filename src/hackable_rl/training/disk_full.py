@@ -1,11 +1,13 @@
 """A disk that fills during training: one line naming where, how much is free and what the run needs,
 and the state it leaves to resume from.
 
-Whatever the write was (a resumable checkpoint, the generation records, an MLflow artifact), the run
-stops there. The files it had finished are intact: every project file is written to a temporary name
-and renamed (`core.safe_write`), and a checkpoint the Trainer could not finish lacks its
-`trainer_state.json`, so `--resume auto` passes over it (`training.checkpoints.last_resumable`). Once
-space is back, `--resume auto` continues from the last resumable checkpoint.
+Whatever the write was (a resumable checkpoint, the generation records), the run stops there. An MLflow
+artifact upload that finds no room only switches the tracker offline, naming the artifact folder and its
+free space (`tracking.tracker`): on the run's own disk, the run's next write stops it here. The files it
+had finished are intact: every project file is written to a temporary name and renamed
+(`core.safe_write`), and a checkpoint the Trainer could not finish lacks its `trainer_state.json`, so
+`--resume auto` passes over it (`training.checkpoints.last_resumable`). Once space is back, `--resume
+auto` continues from the last resumable checkpoint.
 """
 
 from __future__ import annotations
