@@ -196,7 +196,7 @@ def _at_once(create) -> list:
 def _race_once(uri: str, name: str) -> None:
     """Two runs create experiment `name`, then its first model version, then log one new dataset, at once."""
     from hackable_rl.tracking.client_calls import _log_input, create_model_version
-    from hackable_rl.tracking.tracker import _experiment_id
+    from hackable_rl.tracking.opening import _experiment_id
 
     experiments = _at_once(lambda client, _: _experiment_id(client, name, "cache", uri))
     assert experiments[0] == experiments[1] and isinstance(experiments[0], str), experiments

@@ -124,7 +124,7 @@ def test_the_studys_cells_run_end_to_end_with_pattern_shares(project) -> None:
     shares = [json.loads(line) for line in (project / "results/clean/baseline-s0/exploits.jsonl").read_text().splitlines()]
     assert shares and all(set(columns) <= set(row) for row in shares)  # measured under clean members too
 
-    from hackable_rl.tracking.tracker import make_client
+    from hackable_rl.tracking.opening import make_client
 
     tracked = json.loads((project / "results/k3/baseline-s0/condition.json").read_text())
     client, _ = make_client("cache")

@@ -299,7 +299,7 @@ def test_two_processes_creating_one_sqlite_store_at_once_both_succeed(tmp_path):
     # What two queue workers (or `seeds`) do first on a fresh clone. Without the creation lock,
     # MLflow's schema migrations race and one process crashes ("duplicate column name: step",
     # "table _alembic_tmp_experiments already exists"): three times in three tries on 2 cores.
-    code = "import sys; from hackable_rl.tracking.tracker import make_client; make_client(sys.argv[1])[0].search_experiments()"
+    code = "import sys; from hackable_rl.tracking.opening import make_client; make_client(sys.argv[1])[0].search_experiments()"
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     processes = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "cache")], cwd=tmp_path, env=env,
                                   stderr=subprocess.PIPE, text=True) for _ in range(2)]

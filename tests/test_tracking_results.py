@@ -20,10 +20,12 @@ from hackable_rl.cli import app
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl
 from hackable_rl.core.storage import Storage
 from hackable_rl.extensions import load_resolved
+from hackable_rl.tracking.client_calls import with_section
+from hackable_rl.tracking.opening import start_tracker
 from hackable_rl.tracking.provenance import dataset_input, dvc_lock_hash, git_state
 from hackable_rl.tracking.store import tracking_uri
 from hackable_rl.tracking.tables import block_bounds, generations_table
-from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, start_tracker, with_section
+from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker
 from hackable_rl.training.run_dir import read_run_info
 
 

@@ -398,7 +398,7 @@ def _log_to_mlflow(metrics: dict[str, float], step: int) -> None:
 def _open_as_model_training(client: Any, experiment_id: str) -> None:
     """Tags the experiment so MLflow 3's UI opens it on its runs table (model training), as the
     project's own experiments are; a kind the user chose stays."""
-    from hackable_rl.tracking.tracker import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
+    from hackable_rl.tracking.opening import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
 
     if EXPERIMENT_KIND_TAG not in client.get_experiment(experiment_id).tags:
         client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)

@@ -60,7 +60,7 @@ from hackable_rl.study_records.condition_files import (
     write_condition,
 )
 from hackable_rl.study_records.onset import write_onset
-from hackable_rl.tracking.tracker import attach_tracker
+from hackable_rl.tracking.opening import attach_tracker
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 from hackable_rl.training.run_dir import Resume
 

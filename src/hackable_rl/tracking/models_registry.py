@@ -17,9 +17,9 @@ from typing import Any
 
 from hackable_rl.core.errors import UserError
 from hackable_rl.tracking.client_calls import create_model_version
+from hackable_rl.tracking.opening import make_client
 from hackable_rl.tracking.runs import check_run_id, checkpoint_step, fetch_run, read_checkpoint_version
 from hackable_rl.tracking.store import masked_uri
-from hackable_rl.tracking.tracker import make_client
 from hackable_rl.tracking.versions import checkpoint_artifact
 
 EVALUATED_TAG = "independent_eval"

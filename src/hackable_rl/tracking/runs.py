@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.core.errors import UserError
+from hackable_rl.tracking.opening import make_client
 from hackable_rl.tracking.store import masked_uri
-from hackable_rl.tracking.tracker import make_client
 from hackable_rl.tracking.versions import (
     PERMANENT_ARTIFACTS,
     VERSION_FILE,

@@ -10,7 +10,8 @@ from typing import Any
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl, write_json, write_jsonl
 from hackable_rl.core.run_lock import run_lock
-from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker, start_tracker
+from hackable_rl.tracking.opening import start_tracker
+from hackable_rl.tracking.tracker import EVENT_LOG_NAME, Tracker
 from hackable_rl.tracking.versions import (
     CHECKPOINT_EVENTS,
     CheckpointVersion,

@@ -9,48 +9,38 @@ branches on whether tracking is on: when it is off the tracker only writes the l
 from __future__ import annotations
 
 import errno
+import importlib.util
 import logging
 import math
-import os
 import shutil
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl
-from hackable_rl.tracking import system_metrics
 from hackable_rl.tracking.client_calls import (
     _NOTE_TAG,
-    _create_if_absent,
     _log_batch,
     _log_input,
     _param_text,
     with_section,
 )
 from hackable_rl.tracking.store import (
-    artifact_root,
-    is_reachable,
     masked_uri,
-    quiet_local_transfers,
-    store_creation_lock,
-    tracking_uri,
 )
 from hackable_rl.tracking.tables import write_table
 from hackable_rl.tracking.traces import write_traces
 from hackable_rl.tracking.versions import VERSION_FILE, CheckpointVersion
-from hackable_rl.tracking.views import set_runs_view
 
 log = logging.getLogger(__name__)
 
 EVENT_LOG_NAME = "tracking-events.jsonl"
 
 
-def _tracking_errors() -> tuple[type[BaseException], ...]:
+def tracking_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean "the store is down", not "the code is wrong"."""
     from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import SQLAlchemyError
@@ -65,7 +55,7 @@ _REFUSALS = frozenset({"INVALID_PARAMETER_VALUE", "RESOURCE_DOES_NOT_EXIST", "BA
                        "UNAUTHENTICATED", "INVALID_STATE", "RESOURCE_ALREADY_EXISTS"})
 
 
-def _is_refusal(error: BaseException) -> bool:
+def is_refusal(error: BaseException) -> bool:
     return getattr(error, "error_code", None) in _REFUSALS
 
 
@@ -135,7 +125,7 @@ class Tracker:
         try:
             call()
             return True
-        except _tracking_errors() as error:
+        except tracking_errors() as error:
             no_space = self._no_space_detail(error)
             self.failure = masked_uri(f"{action}: {no_space or f'{type(error).__name__}: {error}'}".splitlines()[0])
             if self.warn_offline and not self._warned:
@@ -167,7 +157,7 @@ class Tracker:
         no longer answers (a full artifact disk leaves a SQLite store readable)."""
         try:
             return _local_folder(self.client.get_run(self.run_id).info.artifact_uri)
-        except _tracking_errors():
+        except tracking_errors():
             return None
 
     def _record(self, event: dict[str, Any], delivered: bool) -> None:
@@ -299,12 +289,12 @@ class Tracker:
         return delivered
 
     def start_system_metrics(self, resumed: bool) -> None:
-        """System metrics while the run lasts (`tracking.system_metrics`), when psutil is installed."""
+        """System metrics while the run lasts (`_start_sampler`), when psutil is installed."""
 
         def start() -> None:
-            self._system_metrics = system_metrics.start_sampler(self.run_id, self.uri, resumed)
+            self._system_metrics = _start_sampler(self.run_id, self.uri, resumed)
 
-        if self.online and system_metrics.available():
+        if self.online and importlib.util.find_spec("psutil") is not None:
             self._send("start_system_metrics", start)
 
     def end(self, status: str = "FINISHED") -> None:
@@ -312,118 +302,33 @@ class Tracker:
         if self._system_metrics is not None:
             monitor, self._system_metrics = self._system_metrics, None
             monitor.finish()  # stopped even offline: its thread must not outlive the run
-            self._send("system_metrics", lambda: system_metrics.log_last_sample(monitor))
+            self._send("system_metrics", lambda: _log_last_sample(monitor))
         if self.owns_run:
             self._send("end", lambda: self.client.set_terminated(self.run_id, status))
 
 
-# --------------------------------------------------------------------------- opening runs
+# --------------------------------------------------------------------------- system metrics
+#
+# MLflow's sampler of CPU, memory, disk and network use (`system/*`) for one run. It samples every
+# 10 s while the run lasts, when psutil is installed, and once more as the run ends: MLflow's sampler
+# drops the window it is in when stopped, so a run shorter than its interval would otherwise show no
+# system metrics at all. It logs live, not at checkpoints: after a resume its points continue from the
+# last step it logged, and nothing of it is in the run's event log.
 
 
-def make_client(cache_dir: str | Path) -> tuple[Any | None, str]:
-    """An MlflowClient for the configured store, or None (with a warning) when it is unreachable."""
-    uri = tracking_uri(cache_dir)
-    # A dead server must not stall training for minutes of retries.
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    quiet_local_transfers(uri)
-    if not is_reachable(uri):
-        log.warning("MLflow store %s is unreachable: logging locally only (sync later with `hackable-rl sync`).",
-                    masked_uri(uri))
-        return None, uri
-    from mlflow import MlflowClient
+def _start_sampler(run_id: str, uri: str, resumed: bool) -> Any:
+    """A started sampler for the run (resumed: its steps continue from the last one logged)."""
+    # mlflow loads inside the tracker's calls only: a stage with tracking off never pays its import
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-    with store_creation_lock(uri):  # the client creates a new SQLite store's tables right here
-        return MlflowClient(tracking_uri=uri), uri
+    logging.getLogger("mlflow.system_metrics").setLevel(logging.WARNING)  # no start/stop lines
+    monitor = SystemMetricsMonitor(run_id, resume_logging=resumed, tracking_uri=uri)
+    monitor.start()
+    return monitor
 
 
-# MLflow 3's UI opens an experiment by its kind: GenAI experiments on a traces overview, model
-# development ones on the runs table (the UI itself writes this tag when the user picks a kind).
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-MODEL_TRAINING_KIND = "custom_model_development"
-
-
-def _experiment_id(client: Any, name: str, cache_dir: str | Path, uri: str) -> str:
-    experiment = client.get_experiment_by_name(name)
-    if experiment is None:
-        location = artifact_root(cache_dir).as_uri() if uri.startswith("sqlite:") else None
-        created = _create_if_absent(
-            lambda: client.create_experiment(
-                name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND}
-            )
-        )
-        if created is not None:
-            set_runs_view(client, created)
-            return created
-        experiment = client.get_experiment_by_name(name)  # the one a run started beside this one made
-    if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before the tag; a kind the user chose stays
-        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND)
-    set_runs_view(client, experiment.experiment_id)
-    return experiment.experiment_id
-
-
-@contextmanager
-def open_tracker(
-    config: Any,
-    run_name: str,
-    kind: str,
-    run_id: str | None = None,
-    event_log: Path | None = None,
-) -> Iterator[Tracker]:
-    """Opens (or, with `run_id`, resumes) one MLflow run; ends it FAILED if the body raises.
-
-    `kind` (warmstart, train, eval) becomes the `hackable_rl.kind` tag. `event_log`, when given,
-    receives every event, delivered or not, so `hackable-rl sync` can replay what MLflow missed.
-    """
-    tracker = start_tracker(config, run_name, kind, run_id, event_log)
-    try:
-        yield tracker
-    except KeyboardInterrupt:
-        tracker.end("KILLED")
-        raise
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    tracker.end("FINISHED")
-
-
-def start_tracker(
-    config: Any, run_name: str, kind: str, run_id: str | None = None, event_log: Path | None = None
-) -> Tracker:
-    """Like `open_tracker` without the context: the caller ends the run."""
-    cache_dir = config.storage.cache_dir
-    if not config.tracking.enabled:
-        return Tracker(None, None, event_log, None)
-    client, uri = make_client(cache_dir)
-    if client is None:
-        return Tracker(None, run_id, event_log, uri)
-    tracker = Tracker(client, None, event_log, uri)
-
-    def create_or_resume() -> None:
-        if run_id is not None:
-            client.update_run(run_id, status="RUNNING")
-            tracker.run_id = run_id
-            return
-        experiment_id = _experiment_id(client, config.tracking.experiment_name, cache_dir, uri)
-        run = client.create_run(experiment_id, run_name=run_name, tags={"hackable_rl.kind": kind})
-        tracker.run_id = run.info.run_id
-
-    try:
-        create_or_resume()
-    except _tracking_errors() as error:
-        if _is_refusal(error):  # the store answered and said no: a mistake to fix, not an outage
-            raise UserError(f"MLflow at {masked_uri(uri)} refused to open the run of experiment "
-                            f"{config.tracking.experiment_name!r}: {masked_uri(str(error))}") from None
-        log.warning("MLflow at %s could not open a run (%s): logging locally only.", masked_uri(uri),
-                    masked_uri(str(error)))
-        return Tracker(None, run_id, event_log, uri)
-    return tracker
-
-
-def attach_tracker(config: Any, run_id: str) -> Tracker:
-    """A tracker that logs into the existing run `run_id` (an evaluation of a training run) and
-    leaves its status and end time as they are: `end()` does not touch it."""
-    if not config.tracking.enabled:
-        return Tracker(None, None, None, None, owns_run=False)
-    client, uri = make_client(config.storage.cache_dir)
-    return Tracker(client, run_id, None, uri, owns_run=False)
+def _log_last_sample(monitor: Any) -> None:
+    """Logs one last sample, taken now, after the stopped sampler's own."""
+    monitor.collect_metrics()
+    monitor.publish_metrics(monitor.aggregate_metrics())
+    monitor.mlflow_logger.flush()
