@@ -7,7 +7,7 @@ and say what was expected.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "Stopped", "UserError"]
+__all__ = ["ConfigError", "RegistryError", "Stopped", "UserError"]
 
 
 class UserError(Exception):
@@ -34,3 +34,7 @@ class Stopped(UserError):
     def __init__(self, problem: str, exit_code: int):
         super().__init__(problem)
         self.exit_code = exit_code
+
+
+class RegistryError(LookupError):
+    """An unknown name or an external path that does not load; the message lists what is valid."""
