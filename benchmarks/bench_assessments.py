@@ -85,7 +85,8 @@ def baseline(model_dir: Path, data: Path, steps: int, generations: int, out: Pat
     dataset = load_dataset("json", data_files=str(data), split="train").select_columns(["prompt", "reference"])
     args = GRPOConfig(output_dir=str(out), max_steps=steps, per_device_train_batch_size=8 * generations,
                       num_generations=generations, max_completion_length=64, logging_steps=1, report_to=[],
-                      use_cpu=True, bf16=False, save_strategy="no")
+                      use_cpu=True, bf16=False, activation_checkpointing=False, gradient_checkpointing=False,
+                      save_strategy="no")  # the CPU settings `hackable-rl train` uses (training/trl_args.py)
     reward = verifier_reward(members=["clean"], channel="flip", rate=0.2, args=args)
     recorder = StepRecords(reward)
     GRPOTrainer(model=model, reward_funcs=[reward], args=args, train_dataset=dataset, processing_class=tokenizer,
