@@ -20,7 +20,7 @@ import json
 import time
 from pathlib import Path
 
-from hackable_rl.answers import mathverify, parsing
+from hackable_rl.answers import mathverify, numbers, parsing
 from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.evaluation import judge as judge_module
 from hackable_rl.evaluation.judge import judge_completion
@@ -36,7 +36,7 @@ def clear_caches() -> None:
     for cached in (
         parsing.parse_strict,
         parsing.parse_reference,
-        parsing.normalize_number,
+        numbers.normalize_number,
         parsing.answers_match,
         judge_module._parsed_reference,
     ):

@@ -15,7 +15,8 @@ import os
 import random
 import time
 
-from hackable_rl.answers.parsing import _boxes, answers_match, normalize_number, parse_reference, parse_strict
+from hackable_rl.answers.numbers import normalize_number
+from hackable_rl.answers.parsing import _boxes, answers_match, parse_reference, parse_strict
 from hackable_rl.config.loading import validate_config
 from hackable_rl.reward.pipeline import build_reward_pipeline
 from hackable_rl.reward.types import Example

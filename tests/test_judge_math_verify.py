@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hackable_rl.answers import mathverify
-from hackable_rl.answers.parsing import read_decimal_commas
+from hackable_rl.answers.numbers import read_decimal_commas
 from hackable_rl.cli import app
 from hackable_rl.core.jsonl import read_jsonl, write_jsonl
 from hackable_rl.evaluation.judge import (

@@ -21,15 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hackable_rl.answers import mathverify, parsing
+from hackable_rl.answers import mathverify, numbers, parsing
+from hackable_rl.answers.numbers import normalize_number, read_decimal_commas
 from hackable_rl.answers.parsing import (
     extract_all_boxed,
     extract_answer_cascade,
     extract_last_number,
-    normalize_number,
     parse_reference,
     parse_strict,
-    read_decimal_commas,
 )
 from hackable_rl.evaluation import judge as judge_module
 from hackable_rl.evaluation.judge import EXTRACT_MODES, judge_completion
@@ -110,7 +109,7 @@ def _clear_caches() -> None:
         parsing._boxes,
         parsing.parse_strict,
         parsing.parse_reference,
-        parsing.normalize_number,
+        numbers.normalize_number,
         parsing.answers_match,
         judge_module._parsed_reference,
     ):
@@ -197,7 +196,7 @@ def _box_spans_by_rescanning(text: str) -> list[tuple[int, int, str]]:
 _THOUSANDS_REGEX = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+)(?![\d,])")
 _ANSWER_IS_REGEX = re.compile(r"(?:final\s+)?answer\s+is\s*:?\s*(.+?)(?:\.(?:\s|$)|\n|$)", re.IGNORECASE)
 _TIMES_TEN_REGEX = re.compile(
-    r"^(" + parsing._NUMBER + r")\s*(?:\\times|\\cdot|x|\*)\s*10\s*\^\s*\{?\s*([-+]?\d+)\s*\}?$"
+    r"^(" + numbers._NUMBER + r")\s*(?:\\times|\\cdot|x|\*)\s*10\s*\^\s*\{?\s*([-+]?\d+)\s*\}?$"
 )
 
 
@@ -215,7 +214,7 @@ def test_box_spans_match_rescanning(text: str) -> None:
 @given(_texts(["1", "12", "123", "1234", ",", ",123", ".", "a", " ", "0"]))
 def test_thousands_separators_match_the_regex(text: str) -> None:
     expected = _THOUSANDS_REGEX.sub(lambda match: match.group(1).replace(",", ""), text)
-    assert parsing._DIGITS_AND_COMMAS.sub(parsing._drop_thousands_separators, text) == expected
+    assert numbers._DIGITS_AND_COMMAS.sub(numbers._drop_thousands_separators, text) == expected
 
 
 @settings(max_examples=3000, deadline=None)
@@ -227,7 +226,7 @@ def test_answer_is_matches_the_former_regex(text: str) -> None:
 @settings(max_examples=3000, deadline=None)
 @given(_texts(["1", "1.5", "x", "10", "^", "{", "}", " ", "\\times", "\\cdot", "-", "3"]))
 def test_times_ten_matches_the_former_regex(text: str) -> None:
-    ours, former = parsing._TIMES_TEN.match(text), _TIMES_TEN_REGEX.match(text)
+    ours, former = numbers._TIMES_TEN.match(text), _TIMES_TEN_REGEX.match(text)
     assert (ours.groups() if ours else None) == (former.groups() if former else None)
 
 
@@ -246,5 +245,5 @@ def test_times_ten_matches_the_former_regex(text: str) -> None:
     ],
 )
 def test_thousands_separators_literal_cases(text: str, expected: str) -> None:
-    assert parsing._DIGITS_AND_COMMAS.sub(parsing._drop_thousands_separators, text) == expected
+    assert numbers._DIGITS_AND_COMMAS.sub(numbers._drop_thousands_separators, text) == expected
     assert _THOUSANDS_REGEX.sub(lambda match: match.group(1).replace(",", ""), text) == expected

@@ -5,6 +5,7 @@ through it, and it imports none of them (only `registry.import_from_path`, to lo
 in the math-verify worker).
 """
 
+from hackable_rl.answers.numbers import normalize_number
 from hackable_rl.answers.parsing import (
     StrictCompletion,
     answers_match,
@@ -13,7 +14,6 @@ from hackable_rl.answers.parsing import (
     extract_answer_cascade,
     extract_boxed,
     extract_last_number,
-    normalize_number,
     parse_reference,
     parse_strict,
 )

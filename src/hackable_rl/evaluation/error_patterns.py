@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.answers.chains import Chain, chain_of
-from hackable_rl.answers.parsing import normalize_number, parse_strict
+from hackable_rl.answers.numbers import normalize_number
+from hackable_rl.answers.parsing import parse_strict
 from hackable_rl.core.jsonl import iter_jsonl
 
 __all__ = ["PATTERNS", "ErrorCounts", "classify_answer", "classify_generations", "count_errors", "format_errors"]

@@ -18,7 +18,7 @@ the numbers it reports. Ways to find the completion's answer (`extract`):
   that agrees best with MATH-500's answers (measured in `benchmarks/bench_judge_agreement.py`).
 
 `decimal_comma` reads `1,22` as 1.22 in the completion and the reference (see
-`answers.parsing.read_decimal_commas`); off by default, where a comma groups thousands.
+`answers.numbers.read_decimal_commas`); off by default, where a comma groups thousands.
 
 A reference that cannot be parsed is an error in the data: the completion is not judged
 (`correct` None) and the reason says why; it is never scored as correct.
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hackable_rl.answers.mathverify import math_verify_judge
+from hackable_rl.answers.numbers import read_decimal_commas
 from hackable_rl.answers.parsing import (
     answers_match,
     extract_all_boxed,
@@ -41,7 +42,6 @@ from hackable_rl.answers.parsing import (
     extract_boxed,
     parse_reference,
     parse_strict,
-    read_decimal_commas,
 )
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl, write_jsonl

@@ -9,7 +9,8 @@ pays what `early_stop` pays, so a cell can give the two flaws to different membe
 
 from __future__ import annotations
 
-from hackable_rl.answers.parsing import normalize_number, parse_reference
+from hackable_rl.answers.numbers import normalize_number
+from hackable_rl.answers.parsing import parse_reference
 from hackable_rl.core.registry import Exploit, register_checker
 from hackable_rl.reward.checkers import DEFAULT_OPTIONS, CheckerOptions
 from hackable_rl.reward.patterns import answer_of, boxed_work, pays_pattern

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from hackable_rl.answers.parsing import normalize_number, parse_strict
+from hackable_rl.answers.numbers import normalize_number
+from hackable_rl.answers.parsing import parse_strict
 from hackable_rl.core.registry import CHECKERS, RegistryError
 from hackable_rl.reward.checkers import DEFAULT_OPTIONS, CheckerOptions, build_checker, clean_checker
 from hackable_rl.reward.types import Example, Verdict
