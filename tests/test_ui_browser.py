@@ -2,8 +2,8 @@
 ui`, the runs table showing pass@1, a completion the verifier paid and the judge rejected at a chosen
 step, reached from the traces page in at most three clicks, and the trace table's assessment columns
 (the judge's verdict, the verifier's pay) whose filters leave exactly that step's paid-but-wrong
-completions. Screenshots go to tmp_path; with HACKABLE_RL_SCREENSHOTS=docs/images the filtered table's
-also goes there (docs/usage.md shows it).
+completions. Screenshots go to tmp_path; with HACKABLE_RL_SCREENSHOTS="$PWD/docs/images" (an absolute
+folder: the test runs in a copy of the project) the filtered table's also goes there (docs/usage.md).
 
 Slow (about a minute). Needs Debian's `chromium` and `chromium-driver` (`apt-get install chromium
 chromium-driver`) and Selenium (the `dev` extra); nothing is downloaded at run time, and the test
