@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from hackable_rl.cli import app
 from hackable_rl.config.loading import load_config
 from hackable_rl.core.errors import ConfigError
-from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+from hackable_rl.evaluation.prompt_results import PromptResult, write_prompt_results
 
 PROFILE = settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "6")), derandomize=True, deadline=20000,
                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -14,7 +14,7 @@ import pytest
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_jsonl
-from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+from hackable_rl.evaluation.prompt_results import PromptResult, write_prompt_results
 from hackable_rl.extensions import load_resolved
 from hackable_rl.payoff.canonical import canonical_names
 from hackable_rl.payoff.table import PayoffCell, format_payoff, unpayable_problem

@@ -14,7 +14,7 @@ from hackable_rl.cli import app
 from hackable_rl.config.loading import load_config
 from hackable_rl.config.pilots import load_pilots, pilot_overrides
 from hackable_rl.core.errors import ConfigError, UserError
-from hackable_rl.evaluation.paired import read_prompt_results
+from hackable_rl.evaluation.prompt_results import read_prompt_results
 
 REPO = Path(__file__).resolve().parents[1]
 PILOTS = REPO / "pipelines" / "smollm2_learning" / "pilots.yaml"

@@ -15,15 +15,13 @@ from hackable_rl.core.errors import UserError
 from hackable_rl.evaluation.paired import (
     NO_TEST,
     Comparison,
-    PromptResult,
     compare,
     compare_matrix,
     conditional_ci,
     equivalence_test,
     equivalence_verdict,
-    prompt_results,
-    write_prompt_results,
 )
+from hackable_rl.evaluation.prompt_results import PromptResult, prompt_results, write_prompt_results
 
 
 def results(correct: list[int], n: int = 4, greedy: list[bool] | None = None) -> list[PromptResult]:

@@ -196,7 +196,7 @@ def test_no_conditions_is_a_user_error(tmp_path: Path) -> None:
 
 
 def _policy(folder: Path, correct: list[int], greedy: list[bool], eval_metrics: dict) -> None:
-    from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+    from hackable_rl.evaluation.prompt_results import PromptResult, write_prompt_results
 
     folder.mkdir(parents=True, exist_ok=True)
     rows = [PromptResult(f"p{i}", 4, c, g, None, None) for i, (c, g) in enumerate(zip(correct, greedy, strict=True))]
@@ -239,7 +239,7 @@ def test_single_report_from_metrics_folder(tmp_path: Path) -> None:
 
 
 def test_headline_is_the_corrupted_runs_with_their_ci_and_the_clean_reference(tmp_path: Path) -> None:
-    from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+    from hackable_rl.evaluation.prompt_results import PromptResult, write_prompt_results
     from hackable_rl.report.headline import HEADLINE_KEYS, headline_metrics
 
     metrics = tmp_path / "metrics"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hackable_rl.core.jsonl import write_jsonl
-from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+from hackable_rl.evaluation.prompt_results import PromptResult, write_prompt_results
 from hackable_rl.extensions import load_resolved
 from hackable_rl.report.outcomes import gain_plot, load_cells, outcomes_markdown, paired
 from hackable_rl.reward.checkers import DEFAULT_OPTIONS, build_checker

@@ -7,7 +7,8 @@ import pytest
 
 from hackable_rl.evaluation.judge import judge_completion
 from hackable_rl.evaluation.metrics import compute_metrics
-from hackable_rl.evaluation.paired import compare, prompt_results
+from hackable_rl.evaluation.paired import compare
+from hackable_rl.evaluation.prompt_results import prompt_results
 
 
 def _record(prompt: str, correct: bool | None, transfer: bool | None) -> dict:

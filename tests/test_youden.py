@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.evaluation.paired import PromptResult, write_prompt_results
+from hackable_rl.evaluation.prompt_results import PromptResult, write_prompt_results
 from hackable_rl.extensions import load_resolved
 from hackable_rl.report.build import build_report
 from hackable_rl.report.declared import load_cell_conditions

@@ -8,16 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from hackable_rl.core.errors import UserError
-from hackable_rl.evaluation.paired import (
-    PRIMARY_FAMILY,
-    PROMPTS_FILE,
-    Comparison,
-    PromptResult,
-    check_margin,
-    compare,
-    read_prompt_results,
-    with_holm,
-)
+from hackable_rl.evaluation.paired import PRIMARY_FAMILY, Comparison, check_margin, compare, with_holm
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, PromptResult, read_prompt_results
 
 __all__ = ["compare_named", "parse_pairs", "parse_policies"]
 

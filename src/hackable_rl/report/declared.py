@@ -22,7 +22,7 @@ from pathlib import Path
 from hackable_rl.config.study import load_study, study_file_beside
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json, write_json
-from hackable_rl.evaluation.paired import PROMPTS_FILE
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, minimum_detectable_effect, sign_test
 from hackable_rl.report.conditions import ONE_WARM_START, OWN_WARM_STARTS
 from hackable_rl.report.outcomes import Paired, paired, policy_value

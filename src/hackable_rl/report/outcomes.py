@@ -23,13 +23,8 @@ import numpy as np
 import pandas as pd
 
 from hackable_rl.core.jsonl import iter_jsonl
-from hackable_rl.evaluation.paired import (
-    PROMPTS_FILE,
-    Equivalence,
-    conditional_ci,
-    equivalence_of,
-    read_prompt_results,
-)
+from hackable_rl.evaluation.paired import Equivalence, conditional_ci, equivalence_of
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, read_prompt_results
 from hackable_rl.evaluation.replicates import ONE_REPLICATE, difference_bounds, replicate_interval
 from hackable_rl.extensions import reference_method
 from hackable_rl.report.conditions import CONTROL_PREFIX, ONE_WARM_START, method_label

@@ -20,7 +20,7 @@ import pandas as pd
 from hackable_rl.config.pilots import PilotsFile
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json
-from hackable_rl.evaluation.paired import PROMPTS_FILE, PromptResult, read_prompt_results
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, PromptResult, read_prompt_results
 from hackable_rl.evaluation.stage.checkpoint_curve import CHECKPOINTS_FILE, step_folder
 
 __all__ = ["CurvePoint", "Choice", "choose", "curve_points", "write_pilot_summary"]

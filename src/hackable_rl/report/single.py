@@ -26,13 +26,8 @@ import pandas as pd
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json as read_json_document
 from hackable_rl.core.stats import mean
-from hackable_rl.evaluation.paired import (
-    PROMPTS_FILE,
-    Comparison,
-    comparison_records,
-    policy_mean_ci,
-    read_prompt_results,
-)
+from hackable_rl.evaluation.paired import Comparison, comparison_records, policy_mean_ci
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, read_prompt_results
 from hackable_rl.evaluation.report_metrics import PREFIX as REPORT_PREFIX
 from hackable_rl.extensions import restates_accuracy
 from hackable_rl.report import plots

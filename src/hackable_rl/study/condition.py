@@ -31,7 +31,7 @@ from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.core.stats import mean
 from hackable_rl.core.storage import Storage
 from hackable_rl.data.prepare import read_prepared
-from hackable_rl.evaluation.paired import PROMPTS_FILE, read_prompt_results, write_prompt_results
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, read_prompt_results, write_prompt_results
 from hackable_rl.evaluation.stage.checkpoint_curve import evaluate_checkpoints
 from hackable_rl.evaluation.stage.evaluate import evaluate
 from hackable_rl.evaluation.stage.targets import EvalTarget, target_from_model

@@ -17,7 +17,7 @@ import pandas as pd
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.storage import Storage
-from hackable_rl.evaluation.paired import PROMPTS_FILE
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE
 from hackable_rl.evaluation.stage.evaluate import evaluate
 from hackable_rl.evaluation.stage.targets import EvalTarget
 

@@ -30,7 +30,7 @@ from hackable_rl.evaluation.metrics import (
     write_metrics_json,
     write_summary_csv,
 )
-from hackable_rl.evaluation.paired import PROMPTS_FILE, prompt_results, write_prompt_results
+from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, prompt_results, write_prompt_results
 from hackable_rl.evaluation.report_metrics import compute_report_metrics
 from hackable_rl.evaluation.stage.targets import EvalTarget, target_from_run
 from hackable_rl.reward.pipeline import build_reward_pipeline
