@@ -13,7 +13,8 @@ import pytest
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.registry import METHODS
-from hackable_rl.report.declared import Outcome, outcomes_table, with_holm
+from hackable_rl.report.declared import Outcome, with_holm
+from hackable_rl.report.outcomes_table import outcomes_table
 from hackable_rl.reward.methods.corrected import CorrectionSettings, corrected
 
 REPO = Path(__file__).resolve().parents[1]

@@ -97,7 +97,8 @@ def test_the_sign_test_counts_replicates_above_zero_against_a_fair_coin():
 def test_outcomes_carry_the_sign_test_beside_the_t_test(tmp_path):
     import json
 
-    from hackable_rl.report.declared import Outcome, outcomes_table, write_outcomes
+    from hackable_rl.report.declared import Outcome, write_outcomes
+    from hackable_rl.report.outcomes_table import outcomes_table
 
     outcome = Outcome("gain", "k1", "a", "b", "pass_at_1", 0.5, 0.4, 0.1, 0.05, 0.15, "a > b", True, 5,
                       (0.1, 0.2, 0.05, 0.3, 0.01), p_value=0.01)

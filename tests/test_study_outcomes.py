@@ -11,7 +11,8 @@ import pytest
 from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.prompt_results import PromptResult, write_prompt_results
 from hackable_rl.extensions import load_resolved
-from hackable_rl.report.outcomes import gain_plot, load_cells, outcomes_markdown, paired
+from hackable_rl.report.outcomes import load_cells, outcomes_markdown, paired
+from hackable_rl.report.study_plots import gain_plot
 from hackable_rl.reward.checkers import DEFAULT_OPTIONS, build_checker
 from hackable_rl.study import condition as study
 from hackable_rl.study.exploits import exploit_share_by_prompt, takes_exploit, training_curve

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hackable_rl.report.blind_spots import _distinct_arms, curves_by_cell_plot
+from hackable_rl.report.study_plots import _distinct_arms, curves_by_cell_plot
 from hackable_rl.study_records.condition_files import CURVE_FILE
 
 

@@ -40,17 +40,18 @@ from hackable_rl.report.declared import (
     judges_note,
     labelled,
     load_cell_conditions,
-    outcomes_table,
     paired_outcome,
     with_affine_twins,
     write_outcomes,
 )
-from hackable_rl.report.declared import fmt as _fmt
 from hackable_rl.report.natural import natural_outcomes
 from hackable_rl.report.outcomes import Paired, curves_of, per_prompt, policy_value
+from hackable_rl.report.outcomes_table import fmt as _fmt
+from hackable_rl.report.outcomes_table import outcomes_table
+from hackable_rl.report.study_plots import curves_by_cell_plot
 from hackable_rl.study.cells import CellRoles, cell_roles
 from hackable_rl.study.exploits import pattern_column
-from hackable_rl.study_records.condition_files import CONDITION_FILE, read_condition, write_summary
+from hackable_rl.study_records.condition_files import write_summary
 from hackable_rl.study_records.onset import ONSET_FILE
 
 __all__ = ["Outcome", "load_cell_conditions", "blind_spot_outcomes", "restated_cells",
@@ -266,80 +267,6 @@ def _identity_lines(identities: list[dict] | None) -> list[str]:
                 f"{identities[0]['completions_compared']} priced completions: the base policy's samples and every "
                 f"canonical completion, under one training setup): {pairs}. Each is trained once, as the arm it "
                 "equals, and its comparisons with that arm are listed, never tested."]
-
-
-def curves_by_cell_plot(cells: Mapping[CellKey, dict[int, Path]], path: Path) -> Path:
-    """One panel per cell: each method's exploit share (solid, a band from the lowest to the highest
-    seed) and hacking gap (dashed) over training, seed mean, 10-step moving average. Methods whose
-    curves are identical (a verifier every method treats alike) are drawn once, labelled together."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    names = sorted({cell for cell, method in cells if method != BASE})
-    figure, axes = plt.subplots(1, max(1, len(names)), figsize=(4.5 * max(1, len(names)), 4.4), sharey=True, squeeze=False)
-    for axis, cell in zip(axes[0], names, strict=False):
-        for label, curves in _distinct_arms(cells, cell):
-            smooth = [c.set_index("step")[["exploit_share", "hacking_gap"]].rolling(10, min_periods=1).mean()
-                      for c in curves]
-            both = pd.concat(smooth, axis=1, keys=range(len(smooth)))
-            exploit = both.xs("exploit_share", axis=1, level=1)
-            line = axis.plot(exploit.index, exploit.mean(axis=1), label=label)[0]
-            if len(smooth) > 1:
-                axis.fill_between(exploit.index, exploit.min(axis=1), exploit.max(axis=1), color=line.get_color(),
-                                  alpha=0.15, linewidth=0)
-            gap = both.xs("hacking_gap", axis=1, level=1).mean(axis=1)
-            axis.plot(gap.index, gap, linestyle="--", color=line.get_color())
-        axis.set_title(cell, fontsize="medium")
-        axis.set_xlabel("GRPO step")
-        styles = [Line2D([], [], color="black", label="exploit share (band: seed range)"),
-                  Line2D([], [], color="black", linestyle="--", label="hacking gap")]
-        axis.legend(handles=[*axis.get_legend_handles_labels()[0], *styles], fontsize="small")
-    axes[0][0].set_ylabel("share of sampled completions (10-step mean)")
-    figure.suptitle("Exploit share and hacking gap over training, per cell and method (mean of seeds)",
-                    fontsize="medium")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-    return path
-
-
-def _distinct_arms(cells: Mapping[CellKey, dict[int, Path]], cell: str) -> list[tuple[str, list[pd.DataFrame]]]:
-    """(label, per-seed curves) of each distinct arm of a cell: methods with identical curves share one
-    entry, labelled `baseline = corrected`, so no line hides another in the legend."""
-    arms: list[tuple[list[str], list[pd.DataFrame]]] = []
-    for method in sorted({m for c, m in cells if c == cell and m != BASE}):
-        curves = [curve for _, curve in sorted(curves_of(cells[(cell, method)]).items())]
-        if not curves:
-            continue
-        same = next((arm for arm in arms if _identical(arm[1], curves)), None)
-        if same is None:
-            arms.append(([method], curves))
-        else:
-            same[0].append(method)
-    return [(" = ".join(methods) + _twin_elsewhere(cells, cell, methods), curves) for methods, curves in arms]
-
-
-def _twin_elsewhere(cells: Mapping[CellKey, dict[int, Path]], cell: str, methods: list[str]) -> str:
-    """` (= k3 baseline, trained once)` where an arm is identical by construction to an arm of another
-    cell: its folders are that arm's (trained there once), so the legend does not read as a second run."""
-    for method in methods:
-        for folder in cells[(cell, method)].values():
-            path = folder / CONDITION_FILE
-            trained = read_condition(path)["condition"] if path.exists() else {}
-            if trained.get("cell") not in (None, cell):
-                return f" (= {trained['cell']} {trained['method']}, trained once)"
-    return ""
-
-
-def _identical(first: list[pd.DataFrame], second: list[pd.DataFrame]) -> bool:
-    columns = ["step", "exploit_share", "hacking_gap"]
-    return len(first) == len(second) and all(
-        a[columns].reset_index(drop=True).equals(b[columns].reset_index(drop=True)) for a, b in zip(first, second, strict=True)
-    )
 
 
 def onset_markdown(cells: Mapping[CellKey, dict[int, Path]]) -> list[str]:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study, study_file_beside
 from hackable_rl.extensions import reference_method
-from hackable_rl.report.blind_spots import curves_by_cell_plot, outcomes_markdown, overview, payoff_lines
+from hackable_rl.report.blind_spots import outcomes_markdown, overview, payoff_lines
 from hackable_rl.report.conditions import interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     CellKey,
@@ -44,6 +44,7 @@ from hackable_rl.report.declared import (
     write_outcomes,
 )
 from hackable_rl.report.natural import PATTERN_RATIO
+from hackable_rl.report.study_plots import curves_by_cell_plot
 from hackable_rl.study.cells import NoiseCell, cell_roles, read_cell, study_cells
 from hackable_rl.study_records.condition_files import BASE, write_summary
 

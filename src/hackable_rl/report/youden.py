@@ -33,17 +33,16 @@ from hackable_rl.report.declared import (
     Outcome,
     both_judges,
     declared_family,
-    fmt,
     in_declared_family,
     judges_note,
     labelled,
     load_cell_conditions,
-    outcomes_table,
     with_affine_twins,
     with_holm,
     write_outcomes,
 )
 from hackable_rl.report.outcomes import Paired, paired
+from hackable_rl.report.outcomes_table import fmt, outcomes_table
 from hackable_rl.study.cells import NoiseCell, noise_cells
 from hackable_rl.study_records.condition_files import write_summary
 
