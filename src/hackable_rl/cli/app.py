@@ -16,6 +16,7 @@ import typer
 import yaml
 
 from hackable_rl import __version__
+from hackable_rl.cli import housekeeping as cli_more
 from hackable_rl.cli import study_commands as cli_study
 from hackable_rl.cli.alarm import alarm_bench
 from hackable_rl.cli.docs import docs_blocks
@@ -165,53 +166,6 @@ def train(
 
 
 @app.command()
-def sync(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder (cache/artifacts/runs/<run>).")],
-    config: ConfigOption = Path("params.yaml"),
-    overrides: SetOption = None,
-) -> None:
-    """Upload to MLflow what a run logged while the tracking store was unreachable."""
-    from hackable_rl.tracking.sync import sync_run
-
-    cfg = _config(config, overrides)
-    outcome = sync_run(cfg, run_dir)
-    typer.echo(f"{run_dir}: {outcome['replayed']} events uploaded to MLflow run {outcome['run_id']}")
-
-
-@app.command()
-def promote(
-    run_id: Annotated[str, typer.Option("--run-id", help="MLflow run id of a training run.")],
-    alias: Annotated[str, typer.Option("--alias", help="Registry alias to move, e.g. champion.")] = "champion",
-    step: Annotated[int | None, typer.Option("--step", help="Permanent checkpoint step (default: last).")] = None,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Promote a checkpoint that has no independent eval (registering it first if needed).")] = False,
-    config: ConfigOption = Path("params.yaml"),
-    overrides: SetOption = None,
-) -> None:
-    """Move a Model Registry alias onto a run's permanent checkpoint (evaluated ones only, unless --force).
-
-    `eval --run-id` registers the checkpoints it evaluates; training registers none."""
-    from hackable_rl.tracking.models_registry import promote as promote_version
-
-    cfg = _config(config, overrides)
-    moved = promote_version(cfg, run_id, step, alias, force)
-    typer.echo(f"{moved['name']}@{moved['alias']} -> version {moved['version']} (step {moved['step']})")
-
-
-@app.command()
-def ui(
-    port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1.")] = 5000,
-    config: ConfigOption = Path("params.yaml"),
-    overrides: SetOption = None,
-) -> None:
-    """Serve the MLflow UI for this project's store on 127.0.0.1."""
-    from hackable_rl.tracking.server import serve_ui
-
-    cfg = _config(config, overrides)
-    serve_ui(cfg, port, announce=typer.echo)
-
-
-@app.command()
 def prepare(config: ConfigOption = Path("params.yaml"), overrides: SetOption = None) -> None:
     """Prepare the dataset: train/eval (and sft) JSONL plus manifest.json under <cache>/datasets/<name>/."""
     from hackable_rl.data import prepare_dataset
@@ -274,45 +228,6 @@ def eval_command(
     result = runs.evaluate(target, metrics_dir, out_dir)
     for line in eval_lines(result.metrics, result.out_dir):
         typer.echo(line)
-
-
-@app.command("seeds", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def seeds_command(
-    ctx: typer.Context,
-    seeds: Annotated[str, typer.Option("--seeds", help="Comma-separated training seeds, e.g. 0,1.")],
-    parallel: Annotated[int, typer.Option("--parallel", help="Seeds run at once (threads split between them).")] = 2,
-    log_dir: Annotated[Path, typer.Option("--log-dir", help="Where each seed's console log goes.")] = Path(
-        "cache/logs"
-    ),
-) -> None:
-    """Run one command (train, eval, ...) once per seed, side by side: `hackable-rl seeds --seeds 0,1 --
-    train --metrics-dir metrics/clean` writes metrics/clean/s0 and metrics/clean/s1 (so do --out-dir,
-    --out, --output, -o, in either spelling; a file `x.jsonl` becomes x-s0.jsonl, x-s1.jsonl)."""
-    from hackable_rl.scheduling.seeds import outcome_line, parse_seeds, run_side_by_side, seed_runs
-
-    values = parse_seeds(seeds)
-    check_range("--parallel", parallel, 1, 64)
-    runs = seed_runs(list(ctx.args), values, parallel, log_dir)
-    codes = run_side_by_side(runs, parallel)
-    for run, code in zip(runs, codes, strict=True):
-        typer.echo(outcome_line(run, code))
-    if any(codes):
-        raise typer.Exit(code=max(codes))
-
-
-@app.command()
-def lanes(
-    stages: Annotated[list[str], typer.Argument(help="Stage name globs, e.g. 'condition@*' 'reference@*'.")],
-    address: Annotated[str | None, typer.Option(envvar="RAY_ADDRESS", help="A Ray cluster (host:port); default: a local Ray.")] = None,
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="At most this many cells at once.")] = None,
-    retries: Annotated[int, typer.Option(help="Retries of a cell whose worker or node died.")] = 3,
-    project: Annotated[Path, typer.Option("--project", help="The DVC project (folder).")] = Path("."),
-) -> None:
-    """Run a study's outdated DVC stages as Ray tasks, each recorded in dvc.lock as it ends (docs/scale-out.md)."""
-    from hackable_rl.scheduling.lanes import run_lanes
-
-    results = run_lanes(project, stages, address, jobs, retries, typer.echo)
-    raise typer.Exit(code=int(any(result.code for _, result in results)))
 
 
 @app.command("compare")
@@ -391,6 +306,14 @@ def report(
     typer.echo("\n".join(build_report(cfg, target, study, metrics_dir, headline)))
 
 
+# Beside the path of one run: running commands side by side, and MLflow housekeeping.
+app.command("seeds", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+    cli_more.seeds_command
+)
+app.command()(cli_more.lanes)
+app.command()(cli_more.sync)
+app.command()(cli_more.promote)
+app.command()(cli_more.ui)
 # The study commands: the payoff table (and the arms identical by construction), one study condition.
 app.command()(cli_study.payoff)
 app.command()(cli_study.condition)
