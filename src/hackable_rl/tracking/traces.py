@@ -156,7 +156,7 @@ def completion_trace(run_id: str, experiment_id: str, name: str, index: int, row
     info = TraceInfo(
         trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id), request_time=time_ms,
         state=TraceState.OK, execution_duration=0, request_preview=_prompt_preview(row.get("prompt")),
-        response_preview=str(row.get("completion"))[:_PREVIEW], trace_metadata=_metadata(run_id),
+        response_preview=_storable(str(row.get("completion")))[:_PREVIEW], trace_metadata=_metadata(run_id),
         tags={**shown, "mlflow.traceName": own_name, GROUP_TAG: name, "verdict": verdict},
     )
     return TraceToStore(info, [span], completion_assessments(row), span_id.hex())
@@ -165,7 +165,13 @@ def completion_trace(run_id: str, experiment_id: str, name: str, index: int, row
 def _prompt_preview(prompt: Any) -> str:
     """The prompt as the table's Input column shows it: without the format instructions every prompt
     shares, so the column starts with the problem."""
-    return " ".join(str(prompt).replace(PROMPT_PREFIX, "").split())[:_PREVIEW]
+    return _storable(" ".join(str(prompt).replace(PROMPT_PREFIX, "").split()))[:_PREVIEW]
+
+
+def _storable(text: str) -> str:
+    """`text` with each NUL character written `\\x00`: PostgreSQL's text columns refuse the character
+    itself (the store answers 500 and the run goes offline), and a byte-level policy samples it."""
+    return text.replace("\x00", "\\x00")
 
 
 def _span_inputs(row: dict[str, Any]) -> dict[str, Any]:
