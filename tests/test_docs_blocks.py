@@ -143,7 +143,7 @@ CHECKED_HEADINGS = {
 }
 """Sections that report committed files without naming a study folder in their heading (the main job's
 metrics/, every study in README's overview)."""
-PENDING = {"pipelines/smollm2_learning": "a study still running; its owner converts its pilots' numbers"}
+PENDING: dict[str, str] = {}
 """Studies whose paragraphs the lint skips until they are converted (issue #57): a paragraph naming one is
 not checked."""
 RESULT_NUMBER = re.compile(
@@ -156,7 +156,12 @@ RESULT_NUMBER = re.compile(
 TIMING = re.compile(r"\s?(s|ms|min|h|x|GFLOP/s)\b")
 """A number followed by one of these units is a timing or a speed ratio: not a restated result file."""
 ALLOWED: dict[str, list[tuple[str, str]]] = {
-    "README.md": [],
+    "README.md": [
+        ("(0.490 and 0.541 in two more alternating pairs on one adapter)",
+         "bench_smollm2.py's timing ratios, printed by benchmark runs, not committed"),
+        ("more than the 0.013 margin of the benchmark's own run", "the same benchmark's printed ratio against 0.6"),
+        ("within +-0.02, so it is not used", "the declared equivalence margin of the bf16 comparison"),
+    ],
     "docs/results.md": [
         ("master_key rho0 = 0.061, any_box 0.031", "the rates declared in flawed_verifier's study.yaml before it ran"),
         ("calibration's 1.7% per detector", "the alarm calibration's per-detector budget: a design constant"),
