@@ -31,6 +31,8 @@ import threading
 import time
 from typing import IO
 
+from hackable_rl.core.registry import import_from_path
+
 __all__ = [
     "MathVerifyWorker",
     "math_verify_equal",
@@ -60,6 +62,7 @@ STATS = {"calls": 0, "timeouts": 0, "errors": 0, "too_long": 0}
 
 def math_verify_compare(predicted: str, reference: str) -> bool:
     """math-verify's judgement with its own (signal-based) timeouts off: the worker bounds it."""
+    # deferred: math-verify loads only in its worker
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
     configs = [LatexExtractionConfig(), ExprExtractionConfig()]
@@ -104,6 +107,7 @@ def math_verify_extract_and_compare(completion: str, reference: str | None) -> l
     math-verify's string for what it found (normalised LaTeX, or the number as it read it:
     `1,000.5` -> `1000.5`). Its own timeouts are off: the worker bounds the call.
     """
+    # deferred: math-verify loads only in its worker
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
     configs = [LatexExtractionConfig(), ExprExtractionConfig()]
@@ -130,8 +134,6 @@ def _serve(compare_path: str) -> None:
     failure -> `["error", text]`."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # its no-timeout warning is expected here
     import math_verify  # noqa: F401  (sympy's import takes most of a second: pay it before saying ready)
-
-    from hackable_rl.core.registry import import_from_path
 
     compare = import_from_path(compare_path)
     operations = {

@@ -44,6 +44,7 @@ def check_store_extras(uri: str) -> None:
     scheme = uri.split(":", 1)[0]
     if scheme.split("+", 1)[0] not in DATABASE_SCHEMES:
         return
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 
 def use_torch_settings(config: ExperimentConfig) -> None:
     """Thread count and deterministic algorithms for this process, before any model is built."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     import torch
 
     if config.torch_threads is not None:
@@ -35,6 +36,7 @@ def quiet_library_progress_bars() -> None:
     take well under a second on these models, yet each leaves a line (every checkpoint, under DVC as
     carriage-return frames). Loading is logged anyway. Hugging Face Hub download bars stay on: a
     download from the Hub is rare and can take minutes."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from huggingface_hub.utils import enable_progress_bars
     from transformers.utils import logging as transformers_logging
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
+import sys
 
 __all__ = ["die_with_parent"]
 
@@ -11,10 +14,6 @@ def die_with_parent() -> None:
     """Linux: this process is killed (SIGKILL) when its parent dies; elsewhere nothing happens. A
     training command whose launcher or Ray worker was killed would otherwise train on beside the
     retry or the resume, two writers in one run folder."""
-    import ctypes
-    import signal
-    import sys
-
     if not sys.platform.startswith("linux"):
         return
     pr_set_pdeathsig = 1

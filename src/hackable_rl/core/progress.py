@@ -51,6 +51,7 @@ class PeriodicProgress:
 
 
 def _stderr_is_terminal() -> bool:
+    # deferred: rich loads only where a bar or console is drawn
     from rich.console import Console
 
     return Console(stderr=True).is_terminal
@@ -69,6 +70,7 @@ def progress_bar(
         counter = PeriodicProgress(total, label, unit) if lines_when_piped else None
         yield counter.advance if counter else (lambda n=1: None)
         return
+    # deferred: rich loads only where a bar or console is drawn
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

@@ -66,6 +66,7 @@ def _holder(path: Path) -> str:
 
 def _take(handle: IO[str], path: Path, run_dir: Path) -> None:
     try:
+        # deferred: POSIX only (the module imports everywhere)
         import fcntl
     except ImportError:  # no flock (Windows): no lock
         return

@@ -33,6 +33,7 @@ def _is_cuda(device: str) -> bool:
 def policy_device() -> str:
     """Where a policy runs: `cuda` when torch sees a GPU, else `cpu`. Loading picks the attention
     backend and Liger for this device, so a GPU run gets FlashAttention-2 when it is importable."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

@@ -23,13 +23,17 @@ lone decode of it would (`models.generation` seeds one generator per batch).
 
 from __future__ import annotations
 
+import copy
 import functools
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+from hackable_rl.core.numerics import cpu_has_flag
 
 __all__ = ["covers", "decode", "decodes_rows_apart", "decoding_dtype", "drawing_from", "dropping_finished_rows"]
 
@@ -51,6 +55,7 @@ def covers(generation_config: Any) -> bool:
 
 def _warpers(config: Any) -> list[Any]:
     """`generate`'s sampling warpers for these settings, in its order."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from transformers.generation.logits_process import (
         MinPLogitsWarper,
         TemperatureLogitsWarper,
@@ -79,6 +84,7 @@ def _eos_ids(config: Any) -> torch.Tensor:
 def decode(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, config: Any) -> torch.Tensor:
     """[B, prompt + new tokens]: each row's prompt, its tokens up to and including its eos, then
     padding, as `generate(input_ids, attention_mask, generation_config=config)` returns them."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from transformers.cache_utils import DynamicCache
 
     rows, device = input_ids.shape[0], input_ids.device
@@ -134,10 +140,6 @@ def decoding_dtype(name: str, device: str) -> torch.dtype:
     """torch's type for `evaluation.dtype` (`float32`, `bfloat16`). Warns where bfloat16 would run on a
     CPU without avx512_bf16 or AMX: torch then multiplies bf16 matrices in its own generic kernels,
     slower than float32 rather than faster."""
-    import logging
-
-    from hackable_rl.core.numerics import cpu_has_flag
-
     dtype = getattr(torch, name)
     if dtype is torch.bfloat16 and str(device) == "cpu" and "yes" not in (cpu_has_flag("avx512_bf16"),
                                                                           cpu_has_flag("amx_bf16")):
@@ -176,8 +178,6 @@ _DECODING_KEYS = {"max_new_tokens", "do_sample", "temperature", "top_p", "top_k"
 def _settings(model: Any, generation_config: Any, kwargs: dict[str, Any]) -> Any:
     """The call's GenerationConfig (its own, or the model's, updated by keyword settings); None when
     a keyword is one `decode` does not know."""
-    import copy
-
     if set(kwargs) - _DECODING_KEYS:
         return None
     config = copy.deepcopy(generation_config if generation_config is not None else model.generation_config)

@@ -200,6 +200,7 @@ def _load_checkpoint(
 
 def _load_adapter(config: ExperimentConfig, folder: Path, device: str):
     """A PEFT adapter folder on top of its recorded base (or the configured policy)."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from peft import PeftModel
 
     adapter_config = read_json(folder / _ADAPTER_CONFIG)

@@ -137,6 +137,7 @@ def _is_full_sequence_call(input_ids: Any, attention_mask: Any, cache: Any, inpu
 def share_prefixes(backbone: torch.nn.Module, max_levels: int = 1) -> None:
     """Wraps `backbone.forward` (a transformers decoder model, e.g. Qwen2Model) so that a full-sequence
     call runs each shared prefix once, nested `max_levels` deep (see the module docstring)."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from transformers.cache_utils import DynamicCache
     from transformers.modeling_outputs import BaseModelOutputWithPast
 

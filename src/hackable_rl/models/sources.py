@@ -5,6 +5,7 @@ and a hub snapshot (downloaded only when online). Loading it is `models.loading`
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib.util
 import logging
 import os
@@ -106,6 +107,7 @@ def hub_offline() -> bool:
 
 def download_hub_snapshot(source: PolicySource) -> Path:
     """The local snapshot folder of a hub model (downloaded when online, cache-only when offline)."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError
 
@@ -142,8 +144,6 @@ def warm_start_fingerprint(config: ExperimentConfig) -> dict[str, str] | None:
     """The policy a run starts from, by content: `{"folder": <name under the cache>, "sha256": <hash of its
     weight files, in name order>}`, or None where the cache holds no weights for it (a hub model or a GGUF
     loaded in place). A resume compares it, and condition.json records it."""
-    import hashlib
-
     folder = policy_dir(config)
     files = sorted({path for pattern in WEIGHT_PATTERNS for path in folder.glob(pattern) if path.is_file()})
     if not files:

@@ -12,6 +12,7 @@ the clean reference (the reference method at rate 0) or called "<method> r0.5".
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pandas as pd
 from hackable_rl.config.loading import read_yaml
 from hackable_rl.config.study import STUDY_FILE, load_study  # noqa: F401  (STUDY_FILE: report.alarm_runs reads it here until the alarm takes study_file_beside)
 from hackable_rl.core.errors import UserError
+from hackable_rl.core.numerics import MACHINE_KEY
 from hackable_rl.evaluation.metrics import summary_table
 from hackable_rl.study_records.condition_files import (
     condition_row,
@@ -147,10 +149,6 @@ def machines_line(study_dir: Path) -> str:
     """Which machines wrote the study's condition.json files: each distinct CPU with its dispatch
     flags and the dispatch torch used, with how many conditions it ran; those without a record are
     counted as such (`core.numerics.machine_record`)."""
-    from collections import Counter
-
-    from hackable_rl.core.numerics import MACHINE_KEY
-
     counts: Counter[str] = Counter()
     for path in find_condition_files(study_dir):
         record = read_condition(path).get(MACHINE_KEY)

@@ -26,6 +26,7 @@ from hackable_rl.evaluation.prompt_results import PROMPTS_FILE
 from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, minimum_detectable_effect, sign_test
 from hackable_rl.report.conditions import ONE_WARM_START
 from hackable_rl.report.outcomes import Paired, paired, policy_value
+from hackable_rl.study.arms import affine_twins
 from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
 
 __all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "declared_family", "in_declared_family", "labelled", "load_cell_conditions", "with_affine_twins", "paired_outcome", "write_outcomes"]
@@ -222,8 +223,6 @@ def with_affine_twins(outcomes: list[Outcome], study_dir: Path) -> list[Outcome]
     (`affine_arms.json` in the results folder, `payoff.identities.affine_arms`), where each exists.
     Where the study file records the rule as a deviation made after its data (`deviations`), the twins
     are also marked `affine_after_data`: tested in the declared family, dropped only in the amended one."""
-    from hackable_rl.study.arms import affine_twins
-
     study_file = study_file_beside(study_dir)
     params = study_file.with_name("params.yaml")
     twins: set[tuple[str, str, str]] = set()

@@ -186,9 +186,11 @@ def write_pilot_summary(pilots: PilotsFile, folder: Path, out: Path) -> tuple[li
 
 
 def _plot(table: pd.DataFrame, path: Path) -> Path:
+    # deferred: matplotlib loads only where a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # deferred: matplotlib loads only where a figure is drawn
     import matplotlib.pyplot as plt
 
     panels = (("gain", "validation pass@1 gain over the warm start"), ("greedy_change", "greedy accuracy change"),

@@ -207,6 +207,7 @@ def gain_vs_j_plot(gains: list[tuple[Any, str, Any]], equal_j: tuple[tuple[str, 
 
 def _balance_key(with_pairs: bool) -> list[Any]:
     """Legend entries for the markers: which error the asymmetric cells have more of."""
+    # deferred: matplotlib loads only where a figure is drawn
     from matplotlib.lines import Line2D
 
     key = [("o", 5, "symmetric (FPR = FNR)"), ("^", 5, "more false positives"), ("v", 5, "more false negatives")]

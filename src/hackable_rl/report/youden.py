@@ -231,6 +231,7 @@ def _after_holm(verdict: str, tested: Outcome | None) -> str:
 
 def build_j_sweep_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> CellStudyReport:
     """summary.csv/json, gain_vs_j.png, report.md and (given a path) outcomes.json."""
+    # deferred: matplotlib loads only where a figure is drawn
     from hackable_rl.report.plots import gain_vs_j_plot
 
     design = read_design(study_file_beside(study_dir))

@@ -90,6 +90,7 @@ def _cell(stage, log_dir: Path, after: tuple[str, ...]) -> CellRun:
 def _threads(stage) -> float:
     """The CPUs the stage's command uses: its `--set torch_threads=N`, else its `torch_threads` param,
     else 1."""
+    # deferred: an optional extra, loaded by the command that uses it
     from dvc.dependency.param import ParamsDependency
 
     for part in shlex.split(stage.cmd):
@@ -127,6 +128,7 @@ def run_lanes(
 
 
 def _outdated(repo_dir: Path, patterns: list[str]) -> list[CellRun]:
+    # deferred: an optional extra, loaded by the command that uses it
     from dvc.exceptions import NotDvcRepoError
     from dvc.parsing import ResolveError
     from dvc.repo import Repo
@@ -144,6 +146,7 @@ def restore_from_run_cache(repo_dir: Path, cells: list[CellRun], echo: Callable[
     """Checks out and commits, in order, each cell whose inputs are ready (it waits for no cell left to
     run) and that DVC's run cache holds: the same command, dependencies and params, run before with
     its outputs in the cache. Returns the cells left to run, no longer waiting for restored ones."""
+    # deferred: an optional extra, loaded by the command that uses it
     from dvc.repo import Repo
     from dvc.stage.cache import RunCacheNotFoundError
 
@@ -172,6 +175,7 @@ def _run_and_record(
 ) -> list[tuple[CellRun, CellResult]]:
     """The cells through Ray, each committed to dvc.lock the moment it ends (a kill of lanes loses no
     finished cell); a cell whose outputs DVC cannot commit is reported failed, and the others go on."""
+    # deferred: an optional extra, loaded by the command that uses it
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 

@@ -114,6 +114,7 @@ def _earlier_attempt(pid_file: Path, token: str) -> bool:
 
 def import_ray() -> Any:
     try:
+        # deferred: an optional extra, loaded by the command that uses it
         import ray
     except ImportError:
         raise UserError("lanes runs cells on Ray, which is not installed: pip install 'hackable-rl[ray]'") from None

@@ -207,6 +207,7 @@ def _run_base(cfg: ExperimentConfig) -> dict[str, Any]:
 def _run_trained(cfg: ExperimentConfig, resume: Resume) -> dict[str, Any]:
     """GRPO from scratch (a rerun replaces an earlier attempt) or, under `resume="auto"`, from the
     run's last resumable checkpoint, then the final checkpoint's eval."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.training.run import run_training
 
     continues = resume == "auto" and _resumable(Storage.of(cfg.storage).run_dir(cfg.run_name), cfg.trainer.max_steps)
@@ -224,6 +225,7 @@ def _resumable(run_dir: Path, max_steps: int) -> bool:
     """Whether the run folder holds a run that stopped short of `max_steps` at a resumable checkpoint.
     A run that finished (its worker died during the eval) trains again from scratch: the Trainer
     cannot resume past its last step."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.training.checkpoints import last_resumable
     from hackable_rl.training.run_dir import checked_run_info
 

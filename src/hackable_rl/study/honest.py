@@ -29,6 +29,7 @@ __all__ = ["HonestSamples", "sample_base_policy", "measured_rates"]
 def sample_base_policy(config: ExperimentConfig, rows: list[dict[str, Any]], n: int) -> HonestSamples:
     """`n` samples per prompt row from the configured base policy (training's sampler settings,
     seeded by `config.seed`), each judged by the independent judge."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.models.backend import policy_device
     from hackable_rl.models.generation import GenerationSettings, generate_completions
     from hackable_rl.models.loading import format_prompt, is_instruct_policy, load_policy

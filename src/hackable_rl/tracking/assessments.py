@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hackable_rl.core.errors import UserError
 from hackable_rl.tracking.verdicts import GROUP_TAG, PASS_THRESHOLD, step_trace_name
 
 JUDGE, TRANSFERRED_JUDGE, VERIFIER, REFERENCE = "judge", "transferred_judge", "verifier", "reference"
@@ -46,9 +47,8 @@ MIN_MLFLOW = (3, 2)
 
 def require_mlflow_assessments() -> None:
     """Raises one line naming the MLflow needed where the installed one has no assessments."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     import mlflow
-
-    from hackable_rl.core.errors import UserError
 
     version = tuple(int(part) for part in mlflow.__version__.split(".")[:2] if part.isdigit())
     if version < MIN_MLFLOW:
@@ -71,6 +71,7 @@ class Assessed:
 
     def entity(self, trace_id: str, span_id: str | None) -> Any:
         """MLflow's Feedback or Expectation, on the trace (and its span)."""
+        # deferred: mlflow is slow to import; a run with tracking off never loads it
         from mlflow.entities import AssessmentError, AssessmentSource, Expectation, Feedback
 
         source = AssessmentSource(source_type="CODE", source_id=self.source)

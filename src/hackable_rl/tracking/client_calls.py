@@ -28,6 +28,7 @@ def create_model_version(
 ) -> str:
     """Registers the run's artifact folder `artifact_path` as a new version of model `name` (created
     if absent); returns the version number."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
 
     try:
@@ -45,6 +46,7 @@ def create_model_version(
 def _log_input(
     client: Any, run_id: str, name: str, digest: str, source: str, context: str, profile: dict[str, Any]
 ) -> None:
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     dataset = Dataset(name=name, digest=digest, source_type="local", source=source, profile=json.dumps(profile))
@@ -65,6 +67,7 @@ def _create_if_absent(create: Any) -> Any | None:
     """What `create` returns, or None when the store already holds the object. Two runs started at
     once against a new store both find no experiment (or registered model), then both create it: the
     second create fails on the unique name, and would switch that run offline for good."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
 
     try:

@@ -90,6 +90,7 @@ def move_best_alias(client: Any, name: str, condition: str | None) -> None:
     sees: the last process to read sees every version tagged before it, and leaves the alias right."""
     if not condition:
         return
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import SQLAlchemyError
 

@@ -41,6 +41,7 @@ def make_client(cache_dir: str | Path) -> tuple[Any | None, str]:
         log.warning("MLflow store %s is unreachable: logging locally only (sync later with `hackable-rl sync`).",
                     masked_uri(uri))
         return None, uri
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow import MlflowClient
 
     with store_creation_lock(uri):  # the client creates a new SQLite store's tables right here

@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hackable_rl.core.numerics import dispatch_record
 
 _PACKAGES = (
@@ -64,8 +66,6 @@ def _porcelain_paths(status: str) -> list[str]:
 def dvc_managed_paths(root: Path) -> set[str]:
     """Repository-relative paths DVC writes: every stage's outs, metrics and plots in each dvc.yaml
     Git tracks under `root`, and each dvc.yaml's dvc.lock."""
-    import yaml
-
     listed = _git("-C", str(root), "ls-files", "-z", "--", "dvc.yaml", "*/dvc.yaml", strip=False) or ""
     managed: set[str] = set()
     for relative in filter(None, listed.split("\0")):

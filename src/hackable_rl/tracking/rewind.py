@@ -77,6 +77,7 @@ def forget_steps_after(tracker: Any, events: list[dict[str, Any]], step: int) ->
 def _delete_points_after(client: Any, run_id: str, step: int) -> int:
     """Deletes the run's metric points after `step` (not `system/*`) and recomputes the latest value
     of each key they touched, as MLflow keeps it."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric
 
     store = client._tracking_client.store  # the SQLAlchemy store: the only way to delete a point

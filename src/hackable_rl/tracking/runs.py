@@ -38,6 +38,7 @@ def require_client(config: Any, purpose: str) -> Any:
 
 
 def fetch_run(client: Any, run_id: str) -> Any:
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
 
     check_run_id(run_id)
@@ -49,6 +50,7 @@ def fetch_run(client: Any, run_id: str) -> Any:
 
 def download_run_file(client: Any, run_id: str, artifact_path: str, folder: Path) -> Path:
     """Downloads one artifact (file or folder) of a run into `folder`; returns its local path."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
 
     try:
@@ -59,6 +61,7 @@ def download_run_file(client: Any, run_id: str, artifact_path: str, folder: Path
 
 def checkpoint_steps(client: Any, run_id: str) -> list[int]:
     """Steps of the permanent checkpoints the run logged (`checkpoints/permanent/step-N`), ascending."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
 
     try:

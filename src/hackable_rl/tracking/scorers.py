@@ -34,6 +34,7 @@ def _mlflow_parts() -> tuple[Any, Any, Any]:
     """(scorer, Feedback, AssessmentError), or one line naming the MLflow version needed (MIN_MLFLOW:
     the first with `mlflow.genai.scorers.scorer` and assessments on traces)."""
     require_mlflow_assessments()
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.entities import AssessmentError, Feedback
     from mlflow.genai.scorers import scorer
 

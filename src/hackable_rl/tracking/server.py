@@ -51,6 +51,7 @@ def ui_urls(config: Any, port: int) -> dict[str, str]:
     """The pages `hackable-rl ui` announces: the configured experiment's runs table, with the headline
     columns (`tracking/views.py`), and its traces (one per training step, `tracking/traces.py`); the
     UI's home page when the experiment does not exist yet."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow import MlflowClient
 
     home = f"http://{HOST}:{port}/"

@@ -125,6 +125,7 @@ def store_creation_lock(uri: str) -> Iterator[None]:
     clone, whose store DVC does not carry) break each other's migration and one crashes. The others
     wait here, then find the tables made. No lock for a server, or where flock is missing (Windows)."""
     try:
+        # deferred: POSIX only (the module imports everywhere)
         import fcntl
     except ImportError:
         fcntl = None

@@ -64,6 +64,7 @@ def write_table(
 
 
 def _frame(rows: list[dict[str, Any]]) -> Any:
+    # deferred: pandas loads only where a table is written
     import pandas as pd
 
     return pd.DataFrame([{key: _cell(value) for key, value in row.items()} for row in rows])
@@ -75,6 +76,7 @@ def _cell(value: Any) -> Any:
 
 
 def _with_other_steps(client: Any, run_id: str, artifact_file: str, frame: Any) -> Any:
+    # deferred: pandas loads only where a table is written
     import pandas as pd
 
     folder = posixpath.dirname(artifact_file) or None

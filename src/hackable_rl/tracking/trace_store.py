@@ -44,6 +44,7 @@ class TraceToStore:
 
 def store_traces(tracing: Any, experiment_id: str, traces: list[TraceToStore]) -> None:
     """Replaces the store's traces of these ids with `traces`, rows and span files."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     ids = [trace.info.trace_id for trace in traces]
@@ -59,6 +60,7 @@ def store_traces(tracing: Any, experiment_id: str, traces: list[TraceToStore]) -
 
 def _is_database(store: Any) -> bool:
     """A database store of the MLflow whose schema the bulk rows follow (any other: MLflow's API)."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     import mlflow
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
@@ -67,6 +69,7 @@ def _is_database(store: Any) -> bool:
 
 def _start_trace(tracing: Any, trace: TraceToStore) -> str:
     """MLflow's API: the trace with its assessments, one request; returns its artifact folder."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.tracing.utils.artifact_utils import get_artifact_uri_for_trace
 
     trace_id = trace.info.trace_id
@@ -76,6 +79,7 @@ def _start_trace(tracing: Any, trace: TraceToStore) -> str:
 
 def _insert_rows(store: Any, experiment_id: str, traces: list[TraceToStore]) -> list[str]:
     """Every trace's rows in one transaction; returns each trace's artifact folder."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.store.tracking.dbmodels import models
     from mlflow.store.tracking.utils.sql_trace_rollups import RollupFamily, enqueue_rollup_rebuild_partitions
 
@@ -98,6 +102,7 @@ def _insert_rows(store: Any, experiment_id: str, traces: list[TraceToStore]) -> 
 
 def _trace_folder(artifact_location: str) -> Any:
     """trace id -> its artifact folder, where `SqlAlchemyStore.start_trace` puts it."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
     from mlflow.utils.uri import append_to_uri_path
 
@@ -106,6 +111,7 @@ def _trace_folder(artifact_location: str) -> Any:
 
 
 def _info_row(info: Any) -> dict[str, Any]:
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.tracing.constant import TraceTagKey
 
     return {"request_id": info.trace_id, "experiment_id": int(info.experiment_id), "timestamp_ms": info.request_time,
@@ -116,6 +122,7 @@ def _info_row(info: Any) -> dict[str, Any]:
 
 def _tag_rows(traces: list[TraceToStore], locations: list[str]) -> Iterator[dict[str, Any]]:
     """Each trace's tags (its name is a column of its own) and where its span file lives."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.tracing.constant import TraceTagKey
     from mlflow.utils.mlflow_tags import MLFLOW_ARTIFACT_LOCATION
 
@@ -128,6 +135,7 @@ def _tag_rows(traces: list[TraceToStore], locations: list[str]) -> Iterator[dict
 
 
 def _metadata_rows(traces: list[TraceToStore]) -> Iterator[dict[str, Any]]:
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.tracing.constant import TraceMetadataKey
 
     for trace in traces:
@@ -138,6 +146,7 @@ def _metadata_rows(traces: list[TraceToStore]) -> Iterator[dict[str, Any]]:
 
 def _assessment_rows(traces: list[TraceToStore]) -> Iterator[dict[str, Any]]:
     """Each assessment as `SqlAssessments.from_mlflow_entity` stores it."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.store.tracking.utils.trace_analytics import assessment_aggregate
     from mlflow.tracing.utils import generate_assessment_id
 
@@ -159,6 +168,7 @@ def _assessment_rows(traces: list[TraceToStore]) -> Iterator[dict[str, Any]]:
 
 
 def _error_json(assessed: Assessed) -> str | None:
+    # deferred: the tracking stack (mlflow) loads only where a run is tracked
     from hackable_rl.tracking.assessments import NO_VERDICT
 
     if assessed.error is None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections import Counter
 from typing import Any
 
@@ -122,6 +123,7 @@ def step_trace(
     """The TraceInfo and spans (stored form) of a step's trace: a root span `name` whose output counts the
     verdicts, and one child span per row (`<VERDICT> #<index>`, grouped in SPAN_ORDER), inputs the prompt,
     outputs `span_outputs`."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
     trace_id = trace_id_of(run_id, name)
@@ -146,6 +148,7 @@ def completion_trace(run_id: str, experiment_id: str, name: str, index: int, row
                      tags: dict[str, str], time_ms: int) -> TraceToStore:
     """The trace `<name> #<index>` of one completion: one span (`<VERDICT> #<index>`: prompt in, completion
     and verdicts out), its verdicts as assessments on that span, tagged with its step's trace (`group`)."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
     own_name, verdict = f"{name} #{index}", verdict_of(row)
@@ -195,8 +198,8 @@ def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str
     Times: within a flush, each step's completions and then the step's trace a millisecond apart, steps
     ascending. The Traces list, newest first, then shows each step's trace above its completions, the
     hacks first among them, and a flush's latest step on top."""
-    import time
 
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.tracing.client import TracingClient
 
     require_mlflow_assessments()
@@ -220,6 +223,7 @@ def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str
 
 def _upload_spans(stored_info: Any, spans: list[dict[str, Any]]) -> None:
     """A trace's spans as its data file, where the store's answer to `start_trace` says it lives."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
     from mlflow.tracing.utils.artifact_utils import get_artifact_uri_for_trace
 

@@ -42,6 +42,7 @@ EVENT_LOG_NAME = "tracking-events.jsonl"
 
 def tracking_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean "the store is down", not "the code is wrong"."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -166,6 +167,7 @@ class Tracker:
 
     # ---- the interface stages use
     def log_params(self, params: Mapping[str, Any]) -> None:
+        # deferred: mlflow is slow to import; a run with tracking off never loads it
         from mlflow.entities import Param
 
         items = [Param(key, _param_text(value)) for key, value in params.items()]
@@ -179,6 +181,7 @@ class Tracker:
         one, so replayed points keep the time they were logged at, not the time of the upload.
         `held`: MLflow already holds these points (`tracking.rewind.points_mlflow_lacks`): recorded as
         delivered, not sent again."""
+        # deferred: mlflow is slow to import; a run with tracking off never loads it
         from mlflow.entities import Metric
 
         finite = _finite_metrics(metrics)
@@ -197,6 +200,7 @@ class Tracker:
         return steps
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
+        # deferred: mlflow is slow to import; a run with tracking off never loads it
         from mlflow.entities import RunTag
 
         # An unknown tag (no DVC experiment, no Git) is left out rather than written as "null".

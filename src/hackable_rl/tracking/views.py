@@ -57,6 +57,7 @@ def set_runs_view(client: Any, experiment_id: str) -> None:
     Two runs that start at once against a new experiment both write it, and the store can refuse the
     second insert of the same tag (PostgreSQL's unique key): a view another run wrote is the same
     view, and otherwise the write is tried once more, now as an update."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     from mlflow.exceptions import MlflowException
 
     view = json.dumps(runs_view_state())

@@ -78,6 +78,7 @@ def gate_split(config: ExperimentConfig) -> tuple[str, Path]:
 def _measuring_device(model: Any) -> Any:
     """CUDA when there is one: the trainer moves the policy there anyway, and sampling on the CPU of a
     GPU machine would make the gate the slowest part of a short run."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     import torch
 
     return torch.device("cuda") if torch.cuda.is_available() else model.device
@@ -85,6 +86,7 @@ def _measuring_device(model: Any) -> Any:
 
 def measure_capability(config: ExperimentConfig, model: Any, tokenizer: Any) -> CapabilityResult:
     """Samples k completions per validation prompt and judges them strictly; no decision taken."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.models.generation import GenerationSettings, generate_completions
     from hackable_rl.models.loading import format_prompt, is_instruct_policy
 
@@ -140,6 +142,7 @@ def check_capability(
     """The gate before GRPO: None when it does not apply (tiny model, capability.enabled off); the
     result record otherwise, also written to `<run_dir>/capability.json`. A resumed run reuses the
     record its first attempt wrote. Raises a one-line UserError when the policy is too weak, unless forced."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.models.loading import TINY
 
     if config.model.source == TINY or not config.capability.enabled:

@@ -5,6 +5,7 @@ to the run folder instead, `training.recorder`)."""
 from __future__ import annotations
 
 from hackable_rl.reward.records import GenerationRecord
+from hackable_rl.training.ranks import Ranks
 
 
 class LatestStep:
@@ -33,9 +34,8 @@ def gathered_on_main(records: list[GenerationRecord]) -> list[GenerationRecord]:
     """Under several processes (`accelerate launch`), every process's records on the main one and none
     elsewhere (`Ranks.gather`, as `hackable-rl train` gathers them), so the callbacks there see the whole
     step; with one process, `records`."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     import torch.distributed as dist
-
-    from hackable_rl.training.ranks import Ranks
 
     if not (dist.is_available() and dist.is_initialized()):
         return records

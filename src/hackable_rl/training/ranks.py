@@ -47,6 +47,7 @@ class Ranks:
         collective: every process calls it at the same point (each reward call)."""
         if not self.several:
             return items
+        # deferred: torch and transformers load only where a model runs (start-up cost)
         import torch.distributed as dist
 
         everyone: list[list[Any] | None] = [None] * self.world_size
@@ -57,6 +58,7 @@ class Ranks:
         """The main process's `value` on every process (what the others pass is ignored)."""
         if not self.several:
             return value
+        # deferred: torch and transformers load only where a model runs (start-up cost)
         import torch.distributed as dist
 
         box = [value if self.is_main else None]
@@ -82,6 +84,7 @@ def process_ranks(config: Any) -> Ranks:
     if config.alarm.stop_training:
         raise UserError("alarm.stop_training works in one process only: the other processes would not stop with it")
     die_with_parent()  # torchrun starts workers in their own session: a killed launcher takes them along
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     import torch
     from accelerate import PartialState
 

@@ -9,6 +9,7 @@ from hackable_rl.config.experiment import ExperimentConfig
 
 
 def uses_cuda() -> bool:
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     import torch
 
     return torch.cuda.is_available()
@@ -16,6 +17,7 @@ def uses_cuda() -> bool:
 
 def build_grpo_args(config: ExperimentConfig, output_dir: Path) -> Any:
     """GRPOConfig for one run. CPU: no bf16, no activation checkpointing (3.7x slower per step here)."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from trl import GRPOConfig
 
     trainer, generation = config.trainer, config.generation
@@ -68,6 +70,7 @@ def build_peft_config(config: ExperimentConfig, model: Any = None) -> Any | None
     the `model`, whose block count says which blocks are the top ones."""
     if not config.lora.enabled:
         return None
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from peft import LoraConfig
 
     lora = config.lora

@@ -49,6 +49,7 @@ class GenerationTraceCallback(_RewardCallback):
     _kind_checked = False
 
     def on_train_begin(self, args, state, control, **kwargs):
+        # deferred: the tracking stack (mlflow) loads only where a run is tracked
         from hackable_rl.tracking.assessments import require_mlflow_assessments
 
         super().on_train_begin(args, state, control, **kwargs)
@@ -64,6 +65,7 @@ class GenerationTraceCallback(_RewardCallback):
         records = _records_of(self.reward, state.global_step)
         if not state.is_world_process_zero or not records:
             return
+        # deferred: mlflow is slow to import; a run with tracking off never loads it
         import mlflow
 
         from hackable_rl.tracking.traces import step_trace_name, write_traces
@@ -95,6 +97,7 @@ class HackingAlarmCallback(_RewardCallback):
                  threshold: float | None = None, stop_training: bool = False, audit: Mapping[str, Any] | None = None,
                  audit_judge: Callable[[str, str], Any] | None = None):
         super().__init__(reward)
+        # deferred: the alarm (scipy) loads only where its callback is built
         from pydantic import ValidationError
 
         from hackable_rl.config.experiment import AlarmConfig
@@ -127,6 +130,7 @@ class HackingAlarmCallback(_RewardCallback):
                              "completions of a step (GRPOConfig's generation_batch_size); audit at most that many")
 
     def on_step_end(self, args, state, control, **kwargs):
+        # deferred: the alarm (scipy) loads only where its callback is built
         from hackable_rl.training.alarm import AUDIT_SIGNAL
         from hackable_rl.training.signals import step_signals
 
@@ -143,6 +147,7 @@ class HackingAlarmCallback(_RewardCallback):
             self._signals = self._signals.with_values(**{AUDIT_SIGNAL: gap})
 
     def on_log(self, args, state, control, logs=None, **kwargs):
+        # deferred: the alarm (scipy) loads only where its callback is built
         from hackable_rl.training.alarm_audit import AUDIT_CALLS
 
         if self._signals is None or logs is None or "train_runtime" in logs:
@@ -172,6 +177,7 @@ def _records_of(reward: VerifierReward, step: int) -> list[GenerationRecord]:
 def _log_to_mlflow(metrics: dict[str, float], step: int) -> None:
     """Into the active MLflow run (report_to="mlflow" starts one), beside the trainer's own metrics;
     without one, the metrics stay in `HackingAlarmCallback.history` only."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
     import mlflow
 
     if mlflow.active_run() is not None:
@@ -181,6 +187,7 @@ def _log_to_mlflow(metrics: dict[str, float], step: int) -> None:
 def _open_as_model_training(client: Any, experiment_id: str) -> None:
     """Tags the experiment so MLflow 3's UI opens it on its runs table (model training), as the
     project's own experiments are; a kind the user chose stays."""
+    # deferred: the tracking stack (mlflow) loads only where a run is tracked
     from hackable_rl.tracking.opening import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND
 
     if EXPERIMENT_KIND_TAG not in client.get_experiment(experiment_id).tags:

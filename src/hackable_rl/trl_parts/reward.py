@@ -175,6 +175,7 @@ def verifier_reward(
 def _grpo_settings(args: Any) -> tuple[int, str]:
     """(num_generations, scale_rewards) of a GRPOConfig, or GRPOConfig's defaults for None."""
     if args is None:
+        # deferred: torch and transformers load only where a model runs (start-up cost)
         from trl import GRPOConfig
 
         fields = GRPOConfig.__dataclass_fields__

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,7 @@ class _LoadedPolicy:
 
 
 def _load_for_evaluation(target: EvalTarget) -> _LoadedPolicy:
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.models.backend import policy_device
     from hackable_rl.models.decoding import decoding_dtype, dropping_finished_rows
     from hackable_rl.models.loading import is_instruct_policy, load_policy, policy_backbone
@@ -99,6 +101,7 @@ def sample_and_score(target: EvalTarget) -> tuple[list[dict[str, Any]], list[dic
     sampling is not already greedy), one greedy completion per prompt; each judged independently
     and scored by the run's training verifier. Returns (sampled records, greedy records). Both
     decodings' batches go to `evaluation.workers` together."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.models.generation import GenerationSettings
 
     config, loaded = target.config, _load_for_evaluation(target)
@@ -115,6 +118,7 @@ def _decode_and_score(
     config: ExperimentConfig, loaded: _LoadedPolicy, wanted: list[tuple[Any, int]]
 ) -> list[list[dict[str, Any]]]:
     """For each (settings, n): n completions per row under those settings, one evaluation record each."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.models.generation import Decoding, generate_decodings
     from hackable_rl.models.loading import format_prompt
 
@@ -279,6 +283,7 @@ def _point_time(tracker: Tracker, step: int) -> int | None:
 def _eval_run_tracker(target: EvalTarget) -> Tracker:
     """A new eval run for a policy without a training run, tagged and parametrised as training runs
     are (method `base` for the configured base policy), so the runs table filters them alike."""
+    # deferred: torch and transformers load only where a model runs (start-up cost)
     from hackable_rl.models.loading import resolve_policy
 
     config = target.config
@@ -328,8 +333,6 @@ def evaluate_all_steps(current: ExperimentConfig, run_id: str, metrics_out: Path
 
 def configured_run_id(current: ExperimentConfig) -> str:
     """The MLflow run id of the training run this config names (its run.json), for DVC stages."""
-    import json
-
     run_json = Storage.of(current.storage).run_dir(current.run_name) / "run.json"
     if not run_json.exists():
         raise UserError(f"{run_json}: no training run named {current.run_name!r}; run `hackable-rl train` first")

@@ -3,6 +3,7 @@ the run's own config, today's evaluation settings), a policy folder, or the conf
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,8 +68,6 @@ def _checked_name(name: str, field: str) -> str:
 def _copy_tree(source: Path, target: Path) -> None:
     """Refreshes the cached copy of a checkpoint; an existing folder is replaced only when it is such
     a copy (it holds the checkpoint.json every permanent checkpoint has), never anything else."""
-    import shutil
-
     if target.exists() or target.is_symlink():
         if target.is_symlink() or not (target / "checkpoint.json").is_file():
             raise UserError(f"{target}: exists but is no cached checkpoint (no checkpoint.json); left untouched")
