@@ -45,7 +45,9 @@ test-slow: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m slow
 
 # The `faults` tests only (tests/faults/): a tmpfs that fills under a training run (mounted as root, else
-# a file-size limit), SIGTERM and SIGINT mid-step; each checks what survived. A few minutes; CI runs it last.
+# a file-size limit) or under MLflow's artifact upload, SIGTERM and SIGINT mid-step, the MLflow server and
+# its PostgreSQL killed mid-run (scripts/mlflow-server.sh; skipped without PostgreSQL), a `dvc queue`
+# worker killed mid-experiment; each checks what survived. Several minutes; CI runs it last.
 test-faults: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -m faults
 
