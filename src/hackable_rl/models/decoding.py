@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from hackable_rl.core.numerics import cpu_has_flag
+from hackable_rl.core import numerics
 
 __all__ = ["covers", "decode", "decodes_rows_apart", "decoding_dtype", "drawing_from", "dropping_finished_rows"]
 
@@ -141,8 +141,8 @@ def decoding_dtype(name: str, device: str) -> torch.dtype:
     CPU without avx512_bf16 or AMX: torch then multiplies bf16 matrices in its own generic kernels,
     slower than float32 rather than faster."""
     dtype = getattr(torch, name)
-    if dtype is torch.bfloat16 and str(device) == "cpu" and "yes" not in (cpu_has_flag("avx512_bf16"),
-                                                                          cpu_has_flag("amx_bf16")):
+    if dtype is torch.bfloat16 and str(device) == "cpu" and "yes" not in (numerics.cpu_has_flag("avx512_bf16"),
+                                                                          numerics.cpu_has_flag("amx_bf16")):
         logging.getLogger(__name__).warning(
             "evaluation.dtype bfloat16: this CPU has neither avx512_bf16 nor amx_bf16, so bf16 matrix products "
             "run in generic kernels, slower than float32; set evaluation.dtype: auto")
