@@ -31,28 +31,21 @@ import time
 from pathlib import Path
 
 import hackable_rl  # noqa: F401
-from transformers import TrainerCallback
+from bench_train_overhead import StepTimer  # a script beside this one: benchmarks/ is on the path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-class StepRecords(TrainerCallback):
-    """Each step's wall time (from the end of the previous step) and its generation records' rows."""
+class StepRecords(StepTimer):
+    """Each step's wall time (bench_train_overhead's StepTimer) and its generation records' rows."""
 
     def __init__(self, reward):
+        super().__init__()
         self.reward = reward
-        self.times: list[float] = []
         self.rows: dict[int, list[dict]] = {}
-        self._last: float | None = None
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        if self._last is None:
-            self._last = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
-        now = time.perf_counter()
-        self.times.append(now - self._last)
-        self._last = now
+        super().on_step_end(args, state, control, **kwargs)
         self.rows[state.global_step] = [record.to_json() for record in self.reward.last_step_records()]
 
 

@@ -36,8 +36,8 @@ OFFLINE_WARNINGS = ("continuing offline", "logging locally only")  # the tracker
 log = logging.getLogger(__name__)
 
 
-@pytest.fixture
-def trainings() -> Iterator[list[subprocess.Popen]]:
+@pytest.fixture(name="trainings")
+def trainings_fixture() -> Iterator[list[subprocess.Popen]]:
     """The trainings a test starts: any still running at teardown (a failed test) is killed, before
     the server stops."""
     started: list[subprocess.Popen] = []

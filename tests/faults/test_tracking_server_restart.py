@@ -38,6 +38,7 @@ from test_mlflow_server import (
     _run_dir,
     _start_training,
     _wait_for_delivered_checkpoint,
+    trainings_fixture,  # noqa: F401 (the `trainings` fixture)
 )
 
 pytestmark = pytest.mark.faults
@@ -67,18 +68,6 @@ def server(running_server: Server) -> Server:
     if running_server.status() != 0:
         running_server.start()
     return running_server
-
-
-@pytest.fixture
-def trainings() -> Iterator[list[subprocess.Popen]]:
-    """The trainings a test starts: any still running at teardown (a failed test) is killed."""
-    started: list[subprocess.Popen] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGCONT)  # in case it failed while frozen
-            process.kill()
-            process.wait()
 
 
 # --------------------------------------------------------------------------- the faults
