@@ -6,15 +6,23 @@
 # Every worktree shares this checkout's DVC cache (.dvc/cache), so a later worktree (a later commit of the
 # study) restores what an earlier one made, warm starts included, instead of making it again.
 #
+# STUDY_CODE=<commit> keeps a study that spans sessions on the code it started with: the worktree's code is
+# that commit's and the study's folder is this checkout's (its params, dvc.lock and the results so far).
+#
 #   scripts/study_worktree.sh pipelines/smollm2_learning 'warmstart@0' 'pilot@lr1e-3-all30-0'
+#   STUDY_CODE=3125c15 scripts/study_worktree.sh pipelines/smollm2_learning 'reference@2'
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 study="${1:?usage: scripts/study_worktree.sh PIPELINE_FOLDER STAGE_GLOB...}"; shift
 [ -f "$root/$study/dvc.yaml" ] || { echo "error: $study: no dvc.yaml there" >&2; exit 2; }
 [ -x "$root/.venv/bin/hackable-rl" ] || { echo "error: $root/.venv: not installed; run \`make install\` first" >&2; exit 2; }
-commit="$(git -C "$root" rev-parse --short HEAD)"
+commit="$(git -C "$root" rev-parse --short "${STUDY_CODE:-HEAD}")"
+head="$(git -C "$root" rev-parse --short HEAD)"
 tree="$(dirname "$root")/$(basename "$study")-$commit"
-[ -d "$tree" ] || git -C "$root" worktree add --detach "$tree" "$commit" >/dev/null
+if [ ! -d "$tree" ]; then
+  git -C "$root" worktree add --detach "$tree" "$commit" >/dev/null
+  [ "$commit" = "$head" ] || git -C "$tree" checkout "$head" -- "$study"
+fi
 mkdir -p "$root/.dvc/cache"
 [ -e "$tree/.dvc/cache" ] || ln -s "$root/.dvc/cache" "$tree/.dvc/cache"
 log="$tree/$study/lanes.log"
