@@ -19,6 +19,7 @@ from pathlib import Path
 from hackable_rl.config.loading import load_config
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_json
+from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.data.prepare import read_prepared
 from hackable_rl.evaluation.error_patterns import classify_generations, format_errors
 
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("\n".join(format_errors(counts)))
     if args.out is not None:
-        print(f"written to {write_json(args.out, counts.to_json())}")
+        print(f"written to {write_json(args.out, {**counts.to_json(), MACHINE_KEY: machine_record()})}")
     return 0
 
 

@@ -115,6 +115,10 @@ def main() -> None:
         results = {job: future.result() for job, future in futures.items()}
     out = compare(results, seeds, options.margin)
     out["cpu"] = _cpu()
+    # deferred: this script imports hackable_rl inside functions, as its spawned workers do
+    from hackable_rl.core.numerics import MACHINE_KEY, machine_record
+
+    out[MACHINE_KEY] = machine_record()
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({key: out[key] for key in ("identical_greedy_share", "identical_sampled_share", "comparisons",

@@ -92,7 +92,8 @@ def result_files(root: Path) -> list[Path]:
     files = [*root.glob("pipelines/*/results/**/condition.json"), *root.glob("pipelines/*/metrics/warmstart/*/warmstart.json"),
              *root.glob("metrics/warmstart/*/warmstart.json"), *root.glob("metrics/*/s*/eval.json"),
              *root.glob("pipelines/*/pilots/**/condition.json"), *root.glob("benchmarks/**/condition.json"),
-             *root.glob("pipelines/*/results/payoff.json")]
+             *root.glob("pipelines/*/results/payoff.json"), *root.glob("metrics/*/s*/train.json"),
+             *root.glob("benchmarks/**/bf16.json"), *root.glob("pipelines/*/pilots/**/errors.json")]
     return sorted(set(files))
 
 

@@ -45,7 +45,8 @@ def test_every_committed_result_file_says_which_machine_made_it() -> None:
     # every committed file of these names, anywhere: results, pilots, benchmarks, the main job's metrics; not
     # two warm-start records of an earlier design (a single warm start per study) that dvc.lock still hashes
     earlier_design = {"pipelines/corruption_sweep/metrics/warmstart.json", "pipelines/flawed_verifier/metrics/warmstart.json"}
-    names = ("condition.json", "eval.json", "warmstart.json", "compare.json", "payoff.json")
+    names = ("condition.json", "eval.json", "warmstart.json", "compare.json", "payoff.json", "train.json", "bf16.json",
+             "errors.json")
     files = [root / name for name in tracked.split("\0") if name.endswith(names) and name not in earlier_design]
     assert len(files) > 250
     for path in files:

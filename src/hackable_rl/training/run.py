@@ -24,6 +24,7 @@ from typing import Any
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_json
+from hackable_rl.core.numerics import MACHINE_KEY, machine_record
 from hackable_rl.core.run_lock import run_lock
 from hackable_rl.core.storage import Storage
 from hackable_rl.evaluation.judge import JudgeOptions
@@ -202,7 +203,8 @@ def _finish(run: RunSetup, final_step: int, seconds: float, metrics_out: Path | 
     write_json(run.run_dir / "run.json", info)
     write_run_signals(run.run_dir)
     if metrics_out is not None:
-        write_json(metrics_out / "train.json", final)
+        # the DVC metrics file says which machine made it (its timings depend on it), as eval.json does
+        write_json(metrics_out / "train.json", {**final, MACHINE_KEY: machine_record()})
         write_curve(run.recorder.metrics_rows(), metrics_out / "train_curve.csv")
     return TrainResult(run.run_dir, run.tracker.run_id, final_step, final)
 
