@@ -97,14 +97,16 @@ def test_the_live_audit_fires_where_the_replay_of_its_run_folder_does(audited_ru
     assert [row["step"] for row in metrics if "alarm/step" in row] == [fired[0][0]]
 
 
-def test_a_judge_that_returns_no_verdict_stops_training_in_one_line(project, fresh_logging, monkeypatch):
+def test_a_judge_that_returns_no_verdict_is_refused_before_the_run(project, fresh_logging, monkeypatch):
     monkeypatch.syspath_prepend(str(PLUGINS))
+    before = sorted(project.rglob("run.json"))
     result = CliRunner().invoke(app, ["train", "-c", "params.yaml", "--set", "tracking.enabled=false",
                                       "--set", "alarm.audit.k=2", "--set", "alarm.audit.judge=audit_judges:not_a_verdict"])
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert errors == ["error: alarm.audit.judge 'audit_judges:not_a_verdict': returned 'yes' for an audited "
                       "completion; expected a verdict: True or False, or a Judgment whose correct is True, False or None"]
+    assert sorted(project.rglob("run.json")) == before  # no run folder made
 
 
 # --------------------------------------------------------------------------- settings

@@ -38,7 +38,7 @@ from hackable_rl.core.jsonl import iter_jsonl
 from hackable_rl.core.registry import RegistryError, import_from_path, signature_problem
 from hackable_rl.core.stats import mean
 from hackable_rl.evaluation.judge import Judgment
-from hackable_rl.training.alarm import AUDIT_SIGNAL, audit_detector
+from hackable_rl.training.alarm import audit_detector
 
 __all__ = ["AUDIT_CALLS", "AUDIT_GAP_METRIC", "audit_indices", "verdict", "audited_gap", "StepAudit",
            "audit_firing", "replay_run_folder"]
@@ -52,6 +52,10 @@ Row = Mapping[str, Any]
 """One completion's record as generations/step-t.jsonl holds it (`GenerationRecord.to_json()`)."""
 Judge = Callable[[str, str], Any]
 """judge(completion, reference) -> True/False or a Judgment."""
+
+
+PROBE = ("The answer is 4.", "4")
+"""(completion, reference) a judge is asked once before the run: its answer must already be a verdict."""
 
 
 def audit_indices(seed: int, step: int, completions: int, k: int) -> list[int]:
@@ -111,6 +115,8 @@ class StepAudit:
         elif judge is not None and (problem := signature_problem(judge, f"{judge_name}(completion, reference)",
                                                                   "completion", "reference")):
             raise UserError(f"{judge_name} {problem}")
+        if judge is not None:  # a judge that returns no verdict is refused before the run makes anything
+            verdict(judge(*PROBE), judge_name)
         return cls(config, judge, judge_name)
 
     def audit(self, step: int, rows: Sequence[Row]) -> float | None:
