@@ -183,3 +183,11 @@ def test_an_mlflow_without_assessments_is_one_line_naming_the_version_needed(tmp
     args = SimpleNamespace(num_generations=8, scale_rewards="group", report_to=["mlflow"], world_size=1)
     with pytest.raises(ValueError, match=r"^GenerationTraceCallback: MLflow 2.22.1 has no assessments on traces"):
         GenerationTraceCallback(verifier_reward()).on_train_begin(args, TrainerState(), TrainerControl())
+
+
+def test_a_local_span_file_is_written_whole_where_mlflow_reads_it_and_replaced_on_a_rewrite(tmp_path):
+    folder = tmp_path / "traces" / "tr-1" / "artifacts"
+    trace_store._upload_spans(folder.as_uri(), '{"spans": [1]}')
+    trace_store._upload_spans(folder.as_uri(), '{"spans": [2]}')
+    assert [path.name for path in folder.iterdir()] == ["traces.json"]  # no staged file left behind
+    assert (folder / "traces.json").read_text() == '{"spans": [2]}'

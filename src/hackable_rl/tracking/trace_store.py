@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hackable_rl.tracking.assessments import Assessed
@@ -44,9 +45,6 @@ class TraceToStore:
 
 def store_traces(tracing: Any, experiment_id: str, traces: list[TraceToStore]) -> None:
     """Replaces the store's traces of these ids with `traces`, rows and span files."""
-    # deferred: mlflow is slow to import; a run with tracking off never loads it
-    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
     ids = [trace.info.trace_id for trace in traces]
     for first in range(0, len(ids), _CHUNK):
         tracing.delete_traces(experiment_id, trace_ids=ids[first : first + _CHUNK])
@@ -55,7 +53,31 @@ def store_traces(tracing: Any, experiment_id: str, traces: list[TraceToStore]) -
     else:
         locations = [_start_trace(tracing, trace) for trace in traces]
     for location, trace in zip(locations, traces, strict=True):
-        get_artifact_repository(location).upload_trace_data(json.dumps({"spans": trace.spans}))
+        _upload_spans(location, json.dumps({"spans": trace.spans}))
+
+
+def _upload_spans(location: str, data: str) -> None:
+    """The trace's data file (`traces.json`, what MLflow's `upload_trace_data` writes) in its artifact folder.
+
+    A local folder (`file:`, where `hackable-rl` runs keep artifacts) is written directly: MLflow's
+    repository writes a temporary folder's copy and a staged copy of each file, and checks its path,
+    about half of a step's logging (`benchmarks/bench_assessments.py`). The file is written beside its
+    name and renamed, so a reader never sees part of one. Any other store (a tracking server's
+    `mlflow-artifacts:`, a bucket) goes through MLflow's repository."""
+    # deferred: mlflow is slow to import; a run with tracking off never loads it
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+    from mlflow.tracing.utils.artifact_utils import TRACE_DATA_FILE_NAME
+    from mlflow.utils.file_utils import local_file_uri_to_path
+    from mlflow.utils.uri import is_local_uri
+
+    if is_local_uri(location):
+        folder = Path(local_file_uri_to_path(location))
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = folder / f".{TRACE_DATA_FILE_NAME}.partial"
+        staged.write_text(data, encoding="utf-8")
+        staged.replace(folder / TRACE_DATA_FILE_NAME)
+    else:
+        get_artifact_repository(location).upload_trace_data(data)
 
 
 def _is_database(store: Any) -> bool:
