@@ -131,3 +131,19 @@ def test_a_resume_from_another_warm_start_is_refused_naming_it(project: Path) ->
     with pytest.raises(UserError, match=rf"warm start: was {began['folder']} sha256 {began['sha256'][:12]}, now "):
         check_same_warm_start(project, {"warm_start": began}, config)
     check_same_warm_start(project, {}, config)  # a run from before the record: nothing to compare
+
+
+def test_the_confirmation_judges_the_chosen_steps_on_each_confirm_seed_by_the_threshold_chosen_under() -> None:
+    from dataclasses import replace
+
+    from hackable_rl.report.pilots import Choice, confirmations
+
+    choice = Choice(_point("a", 90, 0.11), 0.10, "target")
+    on_seed_1 = [replace(_point("a", 60, 0.12), seed=1), replace(_point("a", 90, 0.058), seed=1)]
+    on_seed_2 = [replace(_point("a", 90, 0.13, greedy=-0.05), seed=2)]  # the gain, but below the greedy guard
+    on_seed_3 = [replace(_point("a", 90, 0.12), seed=3)]
+    verdicts = confirmations(choice, [*on_seed_1, *on_seed_2, *on_seed_3], [1, 2, 3, 4])
+    assert [v.confirmed for v in verdicts] == [False, False, True, None]
+    assert verdicts[0].describe().startswith("confirmation on s1: NOT confirmed: a at 90 steps gains +0.058")
+    assert verdicts[3].describe() == "confirmation on s4: waiting for a-s4 (step 90)"
+    assert confirmations(Choice(None, None), on_seed_1, [1]) == []

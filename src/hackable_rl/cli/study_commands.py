@@ -131,7 +131,7 @@ def pilots(
     """The pilots' learning curves on validation (gain over the warm start at each checkpoint, greedy,
     training correctness, entropy, cost) and the pilots file's rule applied to them."""
     from hackable_rl.config.pilots import load_pilots
-    from hackable_rl.report.pilots import write_pilot_summary
+    from hackable_rl.report.pilots import confirmations, write_pilot_summary
 
     declared = load_pilots(pilots_file)
     check_output_path(out, "--out", folder=True)
@@ -144,6 +144,8 @@ def pilots(
     pending = [f"{s}-s{seed}" for s in declared.grid for seed in declared.pilot_seeds
                if not (folder / f"{s}-s{seed}" / "condition.json").is_file()]
     typer.echo(f"rule: waiting for {', '.join(pending)}" if pending else f"rule: {choice.describe()}")
+    for confirmation in confirmations(choice, confirm, declared.confirm_seeds):
+        typer.echo(confirmation.describe())
     if declared.chosen is not None and choice.point is not None and declared.chosen != choice.point.setting:
         typer.secho(f"note: {pilots_file} declares chosen: {declared.chosen}, the rule chooses {choice.point.setting}",
                     err=True, fg=typer.colors.YELLOW)

@@ -23,7 +23,7 @@ from hackable_rl.core.jsonl import read_json
 from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, PromptResult, read_prompt_results
 from hackable_rl.evaluation.stage.checkpoint_curve import CHECKPOINTS_FILE, step_folder
 
-__all__ = ["CurvePoint", "Choice", "choose", "curve_points", "write_pilot_summary"]
+__all__ = ["CurvePoint", "Choice", "Confirmation", "choose", "confirmations", "curve_points", "write_pilot_summary"]
 
 WINDOW_STEPS = 10
 """Training steps up to a checkpoint whose judge correctness and entropy stand beside it."""
@@ -79,6 +79,45 @@ class Choice:
         return (f"chosen: {p.setting} at {p.step} steps (gain {p.gain:+.3f} ± {p.gain_se:.3f}, greedy "
                 f"{_signed(p.greedy_change)}, cost {p.cost_seconds / 60:.0f} min of training) under the "
                 f"{self.rung} threshold {self.threshold:+.2f}")
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The chosen (setting, steps) on one confirm seed, against the threshold it was chosen under."""
+
+    seed: int
+    setting: str
+    step: int
+    threshold: float
+    point: CurvePoint | None
+    """The chosen setting's checkpoint at the chosen steps on this seed; None: not run (or not evaluated
+    at that step)."""
+
+    @property
+    def confirmed(self) -> bool | None:
+        """The rule's words: the same threshold with the same guard; None until the seed has run."""
+        return None if self.point is None else self.point.qualifies(self.threshold)
+
+    def describe(self) -> str:
+        name = f"{self.setting}-s{self.seed}"
+        if self.point is None:
+            return f"confirmation on s{self.seed}: waiting for {name} (step {self.step})"
+        p = self.point
+        verdict = "confirmed" if self.confirmed else "NOT confirmed"
+        guard = "" if p.greedy_se is None else f" ± {p.greedy_se:.3f}"
+        return (f"confirmation on s{self.seed}: {verdict}: {self.setting} at {self.step} steps gains "
+                f"{p.gain:+.3f} ± {p.gain_se:.3f} (greedy {_signed(p.greedy_change)}{guard}) against the "
+                f"threshold {self.threshold:+.2f} with the greedy guard")
+
+
+def confirmations(choice: Choice, confirm: list[CurvePoint], seeds: list[int]) -> list[Confirmation]:
+    """The rule's last step: the chosen checkpoint's setting and steps on each confirm seed, judged by the
+    threshold it was chosen under. Empty while nothing is chosen."""
+    if choice.point is None or choice.threshold is None:
+        return []
+    chosen = choice.point
+    at_step = {p.seed: p for p in confirm if p.setting == chosen.setting and p.step == chosen.step}
+    return [Confirmation(seed, chosen.setting, chosen.step, choice.threshold, at_step.get(seed)) for seed in seeds]
 
 
 def _signed(value: float | None) -> str:
