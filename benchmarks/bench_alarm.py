@@ -37,9 +37,9 @@ def _step_times(config) -> tuple[list[float], Path]:
 
 def _alarm_work(run_dir: Path, repeats: int) -> float:
     """Seconds per step of the alarm's own work on the run's first recorded step (no probe)."""
+    from hackable_rl.alarm.onset_alarm import OnsetAlarm
+    from hackable_rl.alarm.signals import step_signals
     from hackable_rl.core.jsonl import read_jsonl
-    from hackable_rl.training.alarm import OnsetAlarm
-    from hackable_rl.training.signals import step_signals
 
     records = read_jsonl(sorted((run_dir / "generations").glob("step-*.jsonl"))[0])
     alarm = OnsetAlarm(load_config(REPO / "params.yaml").alarm)
@@ -51,10 +51,10 @@ def _alarm_work(run_dir: Path, repeats: int) -> float:
 
 def _probe_work(config, run_dir: Path, repeats: int) -> float:
     """Seconds per call of the truncation probe on the run's first recorded step, every record paid."""
+    from hackable_rl.alarm.truncation_probe import TruncationProbe
     from hackable_rl.core.jsonl import read_jsonl
     from hackable_rl.models.loading import load_policy
     from hackable_rl.reward.pipeline import build_reward_pipeline
-    from hackable_rl.training.truncation_probe import TruncationProbe
 
     model, tokenizer = load_policy(config)
     rows = [row | {"reward": 1.0} for row in read_jsonl(sorted((run_dir / "generations").glob("step-*.jsonl"))[0])]
@@ -69,12 +69,12 @@ def _probe_work(config, run_dir: Path, repeats: int) -> float:
 
 def signal_costs(records_path: Path, repeats: int) -> None:
     """Prints each signal's cost on one recorded step, and each detector's per-step update, alone."""
+    from hackable_rl.alarm.onset_alarm import SignalCusum
+    from hackable_rl.alarm.window_detector import WindowDetector
     from hackable_rl.config.experiment import AlarmConfig
     from hackable_rl.core.jsonl import read_jsonl
     from hackable_rl.core.stats import mean
     from hackable_rl.training import signals
-    from hackable_rl.training.alarm import SignalCusum
-    from hackable_rl.training.window_test import WindowDetector
 
     records = read_jsonl(records_path)
     groups = signals._groups(records)  # the grouping every group signal shares, timed on its own below

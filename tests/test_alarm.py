@@ -12,6 +12,28 @@ from types import SimpleNamespace
 import pytest
 from transformers import TrainerControl, TrainerState
 
+from hackable_rl.alarm.onset import (
+    analyse_run_onset,
+    first_warning,
+    judge_onset,
+    lead_lag,
+    write_onset,
+)
+from hackable_rl.alarm.onset_alarm import (
+    ALARM_FILE,
+    OnsetAlarm,
+    alarm_step,
+    first_crossings,
+    write_run_signals,
+)
+from hackable_rl.alarm.signals import (
+    StepSignals,
+    read_signals_csv,
+    step_signals,
+    write_signals_csv,
+    zero_advantage_share,
+)
+from hackable_rl.alarm.truncation_probe import TruncationProbe, cut_reasoning, probe_choice
 from hackable_rl.answers.parsing import parse_strict
 from hackable_rl.config.experiment import AlarmConfig, TruncationProbeConfig
 from hackable_rl.core.errors import ConfigError, UserError
@@ -20,25 +42,9 @@ from hackable_rl.evaluation.judge import Judgment
 from hackable_rl.extensions import load_resolved
 from hackable_rl.reward.records import GenerationRecord, VerifierRecord
 from hackable_rl.reward.types import Verdict
-from hackable_rl.study_records.onset import (
-    analyse_run_onset,
-    first_warning,
-    judge_onset,
-    lead_lag,
-    write_onset,
-)
 from hackable_rl.tracking import EVENT_LOG_NAME, Tracker
-from hackable_rl.training.alarm import ALARM_FILE, OnsetAlarm, alarm_step, first_crossings, write_run_signals
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.recorder import GenerationRecorder, step_file
-from hackable_rl.training.signals import (
-    StepSignals,
-    read_signals_csv,
-    step_signals,
-    write_signals_csv,
-    zero_advantage_share,
-)
-from hackable_rl.training.truncation_probe import TruncationProbe, cut_reasoning, probe_choice
 
 RIGHT = "<think>2+3=5</think> \\boxed{5}"
 WRONG = "<think>2+3=7</think> \\boxed{7}"

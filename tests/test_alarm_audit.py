@@ -18,20 +18,20 @@ from scipy.stats import hypergeom
 from transformers import TrainerControl, TrainerState
 from typer.testing import CliRunner
 
-from hackable_rl.cli import app
-from hackable_rl.config.experiment import AlarmConfig, AuditConfig
-from hackable_rl.config.loading import load_config
-from hackable_rl.core.errors import ConfigError, UserError
-from hackable_rl.core.jsonl import read_jsonl
-from hackable_rl.report.alarm_audit import StepCounts, replayed_gaps, run_audit_bench
-from hackable_rl.training.alarm import ALARM_FILE, AUDIT_SIGNAL
-from hackable_rl.training.alarm_audit import (
+from hackable_rl.alarm.audit import (
     AUDIT_CALLS,
     StepAudit,
     audit_firing,
     audit_indices,
     replay_run_folder,
 )
+from hackable_rl.alarm.bench.audit import StepCounts, replayed_gaps, run_audit_bench
+from hackable_rl.alarm.onset_alarm import ALARM_FILE, AUDIT_SIGNAL
+from hackable_rl.cli import app
+from hackable_rl.config.experiment import AlarmConfig, AuditConfig
+from hackable_rl.config.loading import load_config
+from hackable_rl.core.errors import ConfigError, UserError
+from hackable_rl.core.jsonl import read_jsonl
 from hackable_rl.training.run import run_training
 from hackable_rl.trl_parts import HackingAlarmCallback, verifier_reward
 from test_alarm import CONFIG, _callback, _train

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from hackable_rl.alarm.bench.replay import FALSE_ALARM_CAP, goal_met, run_alarm_bench
+from hackable_rl.alarm.bench.rules import Detector, clustered_interval, first_above, statistic_series
+from hackable_rl.alarm.bench.runs import read_study_runs
+from hackable_rl.alarm.onset import judge_onset, live_judge_onset, live_onset_after
+from hackable_rl.alarm.signals import StepSignals, write_signals_csv
+from hackable_rl.alarm.window_detector import window_statistics
 from hackable_rl.cli import app
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.errors import UserError
-from hackable_rl.report.alarm_bench import FALSE_ALARM_CAP, goal_met, run_alarm_bench
-from hackable_rl.report.alarm_rules import Detector, clustered_interval, first_above, statistic_series
-from hackable_rl.report.alarm_runs import read_study_runs
-from hackable_rl.study_records.onset import judge_onset, live_judge_onset, live_onset_after
-from hackable_rl.training.signals import StepSignals, write_signals_csv
-from hackable_rl.training.window_test import window_statistics
 
 STUDY = """hacking_definition:
   rule: live_judge
@@ -279,7 +279,7 @@ def test_the_command_writes_json_and_markdown_and_refuses_a_missing_folder(study
 
 def test_the_live_alarm_runs_a_chosen_rule_where_the_benchmark_fires_it():
     """`alarm.rule` (what alarm-bench prints) fires live at the step the benchmark replays for it."""
-    from hackable_rl.training.alarm import OnsetAlarm
+    from hackable_rl.alarm.onset_alarm import OnsetAlarm
 
     rng = random.Random(4)
     history = [StepSignals(step, {"unparsable_share": max(0.0, (0.25 if step >= 30 else 0.03) + rng.gauss(0, 0.02)),

@@ -117,11 +117,12 @@ FLOORS = (
     ("tracking", {"tracking"}),
     ("resolving a config's names to extensions", {"extensions"}),
     ("the payoff table", {"payoff"}),
+    ("the hacking alarm", {"alarm"}),
     ("stages", {"training", "warmstart"}),
     ("the parts for a user's own TRL script", {"trl_parts"}),
     ("the eval stage", {"evaluation.stage"}),
-    ("study records", {"study_records"}),
-    ("running a study", {"study"}),
+    ("running a study and its records", {"study"}),
+    ("the alarm's benchmark", {"alarm.bench"}),
     ("scheduling", {"scheduling"}),
     ("report", {"report"}),
     ("command line", {"cli", "__main__"}),
@@ -155,6 +156,26 @@ def test_every_import_runs_down_the_floors() -> None:
     upward = sorted(f"{a} -> {b} ({FLOORS[floor[ua]][0]} -> {FLOORS[floor[ub]][0]})"
                     for ua, ub, a, b in _unit_edges(graph) if floor[ua] < floor[ub])
     assert upward == [], "imports up the floors: " + "; ".join(upward)
+
+
+ALARM_FLOORS = (
+    ("signals", {"signals", "window_detector"}),
+    ("the alarm", {"onset_alarm"}),
+    ("what reads a run beside the alarm", {"audit", "truncation_probe", "onset"}),
+    ("the benchmark", {"bench"}),
+)
+"""The alarm package's own floors, bottom first (`hackable_rl/alarm/__init__.py` names them)."""
+
+
+def test_the_alarm_package_imports_down_its_own_floors() -> None:
+    floor = {name: index for index, (_, names) in enumerate(ALARM_FLOORS) for name in names}
+    inside = [module for module in _import_graph() if module.startswith("hackable_rl.alarm.")]
+    unplaced = sorted({module.split(".")[2] for module in inside} - set(floor))
+    assert unplaced == [], f"place these in ALARM_FLOORS: {unplaced}"
+    graph = _import_graph()
+    upward = sorted(f"{a} -> {b}" for a in inside for b in graph[a] if b.startswith("hackable_rl.alarm.")
+                    and floor[a.split(".")[2]] < floor[b.split(".")[2]])
+    assert upward == [], "imports up the alarm's floors: " + "; ".join(upward)
 
 
 def test_no_two_folders_import_each_other() -> None:

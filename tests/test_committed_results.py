@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hackable_rl.study_records.stale import stale_results
+from hackable_rl.study.stale import stale_results
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = sorted(path.parent for path in (ROOT / "pipelines").glob("*/dvc.lock") if (path.parent / "results").is_dir())

@@ -12,7 +12,7 @@ from hackable_rl.report.aggregate import seed_stats, slope
 from hackable_rl.report.conditions import study_table
 from hackable_rl.report.rate_grid import PLOTS, build_study_report
 from hackable_rl.report.single import SingleInputs, build_single_report
-from hackable_rl.study_records.condition_files import (
+from hackable_rl.study.records import (
     collect_study,
     find_condition_files,
     write_condition,

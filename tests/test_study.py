@@ -12,10 +12,9 @@ from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_jsonl
 from hackable_rl.evaluation.stage.evaluate import EvalResult
 from hackable_rl.extensions import load_resolved
-from hackable_rl.study import cells
+from hackable_rl.study import cells, records
 from hackable_rl.study import condition as study
 from hackable_rl.study.cells import noise_cells
-from hackable_rl.study_records import condition_files
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINES = sorted((ROOT / "pipelines").glob("*/params.yaml"))
@@ -182,7 +181,7 @@ def test_failed_training_is_recorded_not_raised(config, tmp_path: Path, monkeypa
     assert written["condition"] == {"method": "baseline", "rate": 0.4, "seed": 2, "channel": "flip", "flaw": None,
                                     "name": "baseline-flip-r0.4-s2"}
     assert "eval" not in written and "Traceback" in written["traceback"]
-    row = condition_files.collect_study([tmp_path / "out" / "condition.json"]).iloc[0]
+    row = records.collect_study([tmp_path / "out" / "condition.json"]).iloc[0]
     assert (row["status"], row["error"]) == ("failed", "RuntimeError: loss is NaN at step 3")
 
 
@@ -239,10 +238,10 @@ def test_bad_condition_file_is_a_user_error(tmp_path: Path) -> None:
     path = tmp_path / "condition.json"
     path.write_text("{\n  \"status\": ok\n}")
     with pytest.raises(UserError, match=r"condition.json:2: not valid JSON"):
-        condition_files.read_condition(path)
+        records.read_condition(path)
     path.write_text("{}")
     with pytest.raises(UserError, match="expected a condition.json"):
-        condition_files.read_condition(path)
+        records.read_condition(path)
 
 
 def test_a_cell_the_method_refuses_is_recorded_by_the_condition_command(tmp_path: Path, monkeypatch) -> None:
@@ -257,7 +256,7 @@ def test_a_cell_the_method_refuses_is_recorded_by_the_condition_command(tmp_path
     result = CliRunner().invoke(app, ["condition", "--method", "corrected", "--study", "study.yaml", "--cell",
                                       "fp0.5-fn0.5", "--out", str(out), "--set", f"storage.cache_dir={tmp_path}"])
     assert result.exit_code == 0, result.output
-    record = condition_files.read_condition(out / "condition.json")
+    record = records.read_condition(out / "condition.json")
     assert record["status"] == "failed" and "rho0 + rho1 = 1" in record["error"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from hackable_rl.report.study_plots import _distinct_arms, curves_by_cell_plot
-from hackable_rl.study_records.condition_files import CURVE_FILE
+from hackable_rl.study.records import CURVE_FILE
 
 
 def _seed(folder, shift: float):

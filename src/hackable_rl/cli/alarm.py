@@ -1,5 +1,5 @@
 """`hackable-rl alarm-bench`: the hacking-onset alarm against the judge, over studies' committed runs
-(`report.alarm_bench`; with `--audit`, the audited alarm: `report.alarm_audit`; docs/usage.md).
+(`alarm.bench.replay`; with `--audit`, the audited alarm: `alarm.bench.audit`; docs/usage.md).
 Registered on the app by `cli`."""
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ def alarm_bench(
     """Per distinct run: hacked or not (the study's hacking_definition), the judge onset, each signal's
     and the alarm's firing step and lead; thresholds chosen on the tune split, scored on the held-out.
     With --audit: the same for k = 1, 2, 4, 8, 16 and 32 audited completions per step."""
+    from hackable_rl.alarm.bench.audit import run_audit_bench
+    from hackable_rl.alarm.bench.audit_markdown import audit_markdown
+    from hackable_rl.alarm.bench.replay import bench_markdown, run_alarm_bench
     from hackable_rl.config.loading import load_config
     from hackable_rl.core.storage import check_output_path
-    from hackable_rl.report.alarm_audit import run_audit_bench
-    from hackable_rl.report.alarm_audit_markdown import audit_markdown
-    from hackable_rl.report.alarm_bench import bench_markdown, run_alarm_bench
 
     missing = [str(folder) for folder in studies if not folder.is_dir()]
     if missing:

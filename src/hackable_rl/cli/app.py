@@ -19,7 +19,6 @@ from hackable_rl import __version__
 from hackable_rl.cli import housekeeping as cli_more
 from hackable_rl.cli import study_commands as cli_study
 from hackable_rl.cli.alarm import alarm_bench
-from hackable_rl.cli.docs import docs_blocks
 from hackable_rl.cli.errors import UserErrorCommands, check_range, fail, show_tracebacks
 from hackable_rl.cli.options import ConfigOption, ResumeMode, SetOption
 from hackable_rl.cli.options import command_config as _config
@@ -151,7 +150,7 @@ def train(
     ] = False,
 ) -> None:
     """Train one policy with GRPO (TRL) against the configured training verifier."""
-    from hackable_rl.training.alarm_audit import StepAudit
+    from hackable_rl.alarm.audit import StepAudit
     from hackable_rl.training.run import run_training
 
     cfg = _model_config(config, overrides)
@@ -291,8 +290,8 @@ def report(
     overrides: SetOption = None,
 ) -> None:
     """Write plots (PNG) and report.md: a study's summary table (--study DIR) or the single run (--single)."""
+    from hackable_rl.alarm.onset import rewrite_onsets
     from hackable_rl.report.build import build_report
-    from hackable_rl.study_records.onset import rewrite_onsets
 
     cfg = _config(config, overrides)
     if (study is None) == (not single):
@@ -319,4 +318,4 @@ app.command()(cli_study.payoff)
 app.command()(cli_study.condition)
 app.command()(cli_study.pilots)
 app.command("alarm-bench")(alarm_bench)
-app.command("docs-blocks")(docs_blocks)
+app.command("docs-blocks")(cli_more.docs_blocks)

@@ -1,7 +1,8 @@
 """The commands of `hackable-rl` beside the path of one run: running a command once per seed side by
 side (`seeds`) or a study's DVC stages as Ray tasks (`lanes`), and MLflow housekeeping (`sync` what an
-offline run logged, `promote` an evaluated checkpoint, serve the `ui`). `cli.app` registers them on its
-app; each loads the config and calls one function, as every command there does.
+offline run logged, `promote` an evaluated checkpoint, serve the `ui`), and the docs' generated result
+blocks rendered again from the committed files (`docs-blocks`). `cli.app` registers them on its app;
+each calls one library function, as every command there does.
 """
 
 from __future__ import annotations
@@ -95,3 +96,26 @@ def ui(
 
     cfg = _config(config, overrides)
     serve_ui(cfg, port, announce=typer.echo)
+
+
+def docs_blocks(
+    files: Annotated[list[Path] | None, typer.Argument(
+        help="Docs files (default: README.md and every docs/*.md holding a generated block).")] = None,
+    root: Annotated[Path, typer.Option("--root", help="The repository root the blocks' sources are relative to.")] = Path("."),
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; list the stale blocks and exit 1 if any.")] = False,
+) -> None:
+    """Rewrite every generated block in place from the committed files it names (outcomes.json,
+    compare.json, alarm_bench.json, summary.json, ...); --check lists the stale ones instead."""
+    from hackable_rl.report.docs_blocks import check_docs, docs_files, rewrite_docs
+
+    paths = files or docs_files(root)
+    if not paths:  # nothing to render is not a mistake; the line says where it looked
+        typer.echo(f"{root}: no README.md or docs/*.md holds a generated block")
+        return
+    if not check:
+        typer.echo("\n".join(rewrite_docs(paths, root)))
+        return
+    stale = check_docs(paths, root)
+    typer.echo("\n".join(stale) if stale else f"{len(paths)} files: every generated block is up to date")
+    if stale:
+        raise typer.Exit(1)

@@ -125,11 +125,11 @@ class ReportConfig(Section):
 
 ALARM_SIGNALS = ("reward", "zero_advantage_share", "modal_answer_share", "answer_entropy", "pay_spread",
                  "disagreement", "mean_length", "unparsable_share", "entropy", "truncation_survival")
-"""The judge-free signals every run has (`training/signals.py` defines each); `pay_rate/<member>` adds one per member."""
+"""The judge-free signals every run has (`alarm/signals.py` defines each); `pay_rate/<member>` adds one per member."""
 
 
 class TruncationProbeConfig(Section):
-    """The truncation probe (`training/truncation_probe.py`): a few paid completions per step are cut
+    """The truncation probe (`alarm/truncation_probe.py`): a few paid completions per step are cut
     inside their reasoning and the policy finishes them greedily; the share the verifier still pays is
     the signal `truncation_survival` (an answer that survives without its reasoning needed none)."""
 
@@ -142,7 +142,7 @@ class TruncationProbeConfig(Section):
 
 
 class AuditConfig(Section):
-    """The audited monitor (`training/alarm_audit.py`, docs/metrics.md "Audited alarm"): each step a seeded
+    """The audited monitor (`alarm/audit.py`, docs/metrics.md "Audited alarm"): each step a seeded
     random sample of `k` completions is judged, and a test on the audited gap (the step's mean reward
     minus the audited share the judge calls right) warns; `hackable-rl alarm-bench --audit` measures it."""
 
@@ -174,7 +174,7 @@ def _is_number(text: str) -> bool:
 
 
 class AlarmConfig(Section):
-    """The hacking-onset alarm (`training/alarm.py`, docs/metrics.md "Hacking-onset alarm"): a CUSUM on
+    """The hacking-onset alarm (`alarm/onset_alarm.py`, docs/metrics.md "Hacking-onset alarm"): a CUSUM on
     each watched judge-free signal, standardised against its first steps; it fires at most once per run."""
 
     enabled: bool = True
@@ -191,11 +191,11 @@ class AlarmConfig(Section):
     votes: PositiveInt = 2
     """How many watched signals must have crossed for the alarm to fire."""
     window: PositiveInt = 10
-    """The judge onset's window in steps (`study_records/onset.py`: after a run, with the judge), and the
+    """The judge onset's window in steps (`alarm/onset.py`: after a run, with the judge), and the
     windowed test's of a `rule` detector."""
     rule: tuple[str, ...] = ()
     """Detectors the alarm fires on, whichever crosses first: `<signal> cusum > <h>` (the CUSUM above
-    with h) or `<signal> window > <q>` (the judge's windowed test on the signal, `training/window_test.py`),
+    with h) or `<signal> window > <q>` (the judge's windowed test on the signal, `alarm/window_detector.py`),
     as `hackable-rl alarm-bench` prints its chosen rule. Empty: the vote of `signals` above."""
     stop_training: bool = False
     """Stop training at the step the alarm fires (a resumable and a permanent checkpoint are saved there)."""

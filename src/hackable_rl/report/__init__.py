@@ -6,5 +6,5 @@
 - `build`: the `report` stage (`build_report`), which picks one of the above.
 
 The package itself imports nothing, so that importing one report loads only what it needs. What the
-reports read (condition files, onsets) lives below them and below `study/`, in `study_records/`.
+reports read lives below them: condition files in `study.records`, onsets in `alarm.onset`.
 """

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hackable_rl.alarm.onset import ONSET_FILE
 from hackable_rl.config.study import study_file_beside
 from hackable_rl.core.jsonl import read_json
 from hackable_rl.core.registry import METHODS
@@ -51,8 +52,7 @@ from hackable_rl.report.outcomes_table import outcomes_table
 from hackable_rl.report.study_plots import curves_by_cell_plot
 from hackable_rl.study.cells import CellRoles, cell_roles
 from hackable_rl.study.exploits import pattern_column
-from hackable_rl.study_records.condition_files import write_summary
-from hackable_rl.study_records.onset import ONSET_FILE
+from hackable_rl.study.records import write_summary
 
 __all__ = ["Outcome", "load_cell_conditions", "blind_spot_outcomes", "restated_cells",
            "gap_growth", "write_outcomes", "outcomes_markdown"]

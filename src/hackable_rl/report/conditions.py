@@ -20,11 +20,11 @@ from typing import Any
 import pandas as pd
 
 from hackable_rl.config.loading import read_yaml
-from hackable_rl.config.study import STUDY_FILE, load_study  # noqa: F401  (STUDY_FILE: report.alarm_runs reads it here until the alarm takes study_file_beside)
+from hackable_rl.config.study import load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.numerics import MACHINE_KEY
 from hackable_rl.evaluation.metrics import summary_table
-from hackable_rl.study_records.condition_files import (
+from hackable_rl.study.records import (
     condition_row,
     find_condition_files,
     read_condition,
@@ -71,7 +71,7 @@ def refuse_shared_names(files: Sequence[Path], names: Sequence[str]) -> None:
 
 
 def study_table(study_dir: Path) -> pd.DataFrame:
-    """One row per condition.json below `study_dir` (`study_records.condition_files.condition_row`), each under its
+    """One row per condition.json below `study_dir` (`study.records.condition_row`), each under its
     own name and with a `control` column (blank for a method's cell); sorted by method, rate, flaw and
     seed, controls last."""
     files = find_condition_files(study_dir)

@@ -27,7 +27,7 @@ from hackable_rl.evaluation.replicates import INTERVAL_METHOD, holm, minimum_det
 from hackable_rl.report.conditions import ONE_WARM_START
 from hackable_rl.report.outcomes import Paired, paired, policy_value
 from hackable_rl.study.arms import affine_twins
-from hackable_rl.study_records.condition_files import CONDITION_FILE, condition_folder, read_condition
+from hackable_rl.study.records import CONDITION_FILE, condition_folder, read_condition
 
 __all__ = ["CellKey", "CellStudyReport", "MetRule", "Outcome", "declared_family", "in_declared_family", "labelled", "load_cell_conditions", "with_affine_twins", "paired_outcome", "write_outcomes"]
 

@@ -28,7 +28,7 @@ from hackable_rl.evaluation.prompt_results import PROMPTS_FILE, read_prompt_resu
 from hackable_rl.evaluation.replicates import ONE_REPLICATE, difference_bounds, replicate_interval
 from hackable_rl.extensions import reference_method
 from hackable_rl.report.conditions import CONTROL_PREFIX, ONE_WARM_START, method_label
-from hackable_rl.study_records.condition_files import (
+from hackable_rl.study.records import (
     CONDITION_FILE,
     CURVE_FILE,
     EXPLOITS_FILE,

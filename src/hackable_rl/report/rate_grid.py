@@ -30,7 +30,7 @@ from hackable_rl.report.conditions import (
 from hackable_rl.report.outcomes import curves_of as curves_of_cell
 from hackable_rl.report.outcomes import load_cells, outcomes_markdown
 from hackable_rl.report.study_plots import curves_plot, gain_plot
-from hackable_rl.study_records.condition_files import study_methods, write_summary
+from hackable_rl.study.records import study_methods, write_summary
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from hackable_rl.report.declared import (
 from hackable_rl.report.natural import PATTERN_RATIO
 from hackable_rl.report.study_plots import curves_by_cell_plot
 from hackable_rl.study.cells import NoiseCell, cell_roles, read_cell, study_cells
-from hackable_rl.study_records.condition_files import BASE, write_summary
+from hackable_rl.study.records import BASE, write_summary
 
 __all__ = ["REPORT_KIND", "build_real_model_report", "real_model_outcomes"]
 

@@ -16,7 +16,7 @@ from hackable_rl.extensions import reference_method
 from hackable_rl.report.declared import CellKey
 from hackable_rl.report.outcomes import Cells, cell_label, clean_gain_of, curves_of, paired, sorted_cells
 from hackable_rl.report.plots import SMOOTHING_STEPS, _save, plt
-from hackable_rl.study_records.condition_files import BASE, CONDITION_FILE, read_condition
+from hackable_rl.study.records import BASE, CONDITION_FILE, read_condition
 
 __all__ = ["curves_by_cell_plot", "curves_plot", "gain_plot"]
 

@@ -44,7 +44,7 @@ from hackable_rl.report.declared import (
 from hackable_rl.report.outcomes import Paired, paired
 from hackable_rl.report.outcomes_table import fmt, outcomes_table
 from hackable_rl.study.cells import NoiseCell, noise_cells
-from hackable_rl.study_records.condition_files import write_summary
+from hackable_rl.study.records import write_summary
 
 __all__ = ["SweepDesign", "read_design", "SweepOutcomes", "sweep_outcomes", "prediction_verdicts", "build_j_sweep_report"]
 

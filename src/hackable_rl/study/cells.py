@@ -33,7 +33,7 @@ from hackable_rl.config.loading import parse_override
 from hackable_rl.config.study import NoiseRates, StudyFile, load_study
 from hackable_rl.core.errors import UserError
 from hackable_rl.reward.patterns import pattern_flaws
-from hackable_rl.study_records.condition_files import BASE
+from hackable_rl.study.records import BASE
 
 __all__ = ["Cell", "NoiseCell", "CellRoles", "read_cell", "noise_cells", "cell_overrides", "noisy_members", "variant_method", "study_cells", "cell_roles"]
 

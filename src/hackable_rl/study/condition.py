@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from hackable_rl.alarm.onset import write_onset
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.config.loading import validate_config
 from hackable_rl.core.errors import UserError
@@ -50,7 +51,7 @@ from hackable_rl.study.exploits import (
     pattern_shares_by_prompt,
     training_curve,
 )
-from hackable_rl.study_records.condition_files import (
+from hackable_rl.study.records import (
     BASE,
     CONDITION_FILE,
     CURVE_FILE,
@@ -59,7 +60,6 @@ from hackable_rl.study_records.condition_files import (
     study_methods,
     write_condition,
 )
-from hackable_rl.study_records.onset import write_onset
 from hackable_rl.tracking.opening import attach_tracker
 from hackable_rl.training.curves import first_tenth, last_tenth, mean_of
 from hackable_rl.training.run_dir import Resume

@@ -7,12 +7,12 @@ checkpoint K and reruns steps K+1.. . MLflow cannot delete metric points, so any
 received for those steps would appear twice. Local files get each step at once (flushed); MLflow
 gets steps up to K when checkpoint K is written, and the rest at the end.
 
-The hacking-onset alarm (`training.alarm`) sees every step once its TRL log arrives (the entropy is
-in it): its signals (`training.signals`, the truncation probe's when it is on) go to alarm.jsonl at
+The hacking-onset alarm (`alarm.onset_alarm`) sees every step once its TRL log arrives (the entropy is
+in it): its signals (`alarm.signals`, the truncation probe's when it is on) go to alarm.jsonl at
 once, and every metrics row gets `alarm` (0 before the alarm fired, 1 from its step on: the event
 marker on the step charts); where it fires, a console line, MLflow tags (sent at once: setting a tag
 twice cannot duplicate anything), two more keys in that step's row and, with `alarm.stop_training`,
-the end of training. With `alarm.audit.k` the step's audited gap (`training.alarm_audit`) joins its
+the end of training. With `alarm.audit.k` the step's audited gap (`alarm.audit`) joins its
 signals, and every metrics row gets the audit's judge calls so far and the step's audited gap.
 """
 
@@ -26,6 +26,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from hackable_rl.alarm.audit import AUDIT_CALLS, AUDIT_GAP_METRIC, StepAudit
+from hackable_rl.alarm.onset_alarm import ALARM_FILE, AUDIT_SIGNAL, AlarmFiring, OnsetAlarm
+from hackable_rl.alarm.signals import StepSignals, step_signals
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.jsonl import append_jsonl, read_jsonl, write_jsonl
 from hackable_rl.tracking import Tracker
@@ -34,13 +37,10 @@ from hackable_rl.tracking.tables import block_bounds, generations_table
 from hackable_rl.tracking.traces import step_trace_name
 from hackable_rl.tracking.versions import CHECKPOINT_EVENTS, CheckpointVersion, checkpoint_artifact
 from hackable_rl.tracking.views import chart_names
-from hackable_rl.training.alarm import ALARM_FILE, AUDIT_SIGNAL, AlarmFiring, OnsetAlarm
-from hackable_rl.training.alarm_audit import AUDIT_CALLS, AUDIT_GAP_METRIC, StepAudit
 from hackable_rl.training.checkpoints import permanent_root, save_permanent
 from hackable_rl.training.constant_series import ConstantSeries, Point, constant_tags, released_in
 from hackable_rl.training.curves import step_metrics
 from hackable_rl.training.recorder import GenerationRecorder, step_file
-from hackable_rl.training.signals import StepSignals, step_signals
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class RunContext:
     describe_version: Callable[[int], str]  # step -> the first line of the version's description
     alarm: AlarmConfig = field(default_factory=AlarmConfig)
     probe: Callable[[Any, list[dict[str, Any]]], float | None] | None = None
-    """The truncation probe (`training.truncation_probe`): (policy, the step's records) -> its share; None: off."""
+    """The truncation probe (`alarm.truncation_probe`): (policy, the step's records) -> its share; None: off."""
 
 
 class RunCallback(TrainerCallback):

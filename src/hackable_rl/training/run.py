@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.alarm.onset_alarm import write_run_signals
+from hackable_rl.alarm.truncation_probe import TruncationProbe
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_json
@@ -31,7 +33,6 @@ from hackable_rl.evaluation.judge import JudgeOptions
 from hackable_rl.reward.pipeline import ObjectiveReward, RewardPipeline, build_reward_pipeline
 from hackable_rl.tracking.descriptions import train_description
 from hackable_rl.tracking.versions import checkpoint_artifacts, without_registered_versions
-from hackable_rl.training.alarm import write_run_signals
 from hackable_rl.training.callback import RunCallback, RunContext
 from hackable_rl.training.checkpoints import permanent_steps
 from hackable_rl.training.console import training_progress
@@ -46,7 +47,6 @@ from hackable_rl.training.run_dir import (
 from hackable_rl.training.setup import RunSetup, event_log, policy_and_prompts, set_up
 from hackable_rl.training.stop_signal import stop_on_signals, stopped
 from hackable_rl.training.trainer import completion_only_head, grpo_trainer
-from hackable_rl.training.truncation_probe import TruncationProbe
 
 log = logging.getLogger(__name__)
 

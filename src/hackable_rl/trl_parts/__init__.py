@@ -13,8 +13,8 @@ project's config schema, and the training reward over it (`reward.pipeline.Objec
 `hackable-rl train` does), which scores, computes GRPO's advantages and judges every completion into
 a generation record;
 `GenerationTraceCallback` writes each step's records as the MLflow trace `hackable-rl train` writes
-(`tracking.traces`); `HackingAlarmCallback` feeds them to the onset alarm (`training.signals`,
-`training.alarm`); `judge` is `hackable-rl judge`'s judge. A wrong argument is one ValueError naming
+(`tracking.traces`); `HackingAlarmCallback` feeds them to the onset alarm (`alarm.signals`,
+`alarm.onset_alarm`); `judge` is `hackable-rl judge`'s judge. A wrong argument is one ValueError naming
 it, raised when the part is built.
 
 Import it before torch, transformers and TRL: `hackable_rl` pins PyTorch's CPU kernels before torch loads,

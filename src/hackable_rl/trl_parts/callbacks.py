@@ -100,9 +100,9 @@ class HackingAlarmCallback(_RewardCallback):
         # deferred: the alarm (scipy) loads only where its callback is built
         from pydantic import ValidationError
 
+        from hackable_rl.alarm.audit import StepAudit
+        from hackable_rl.alarm.onset_alarm import OnsetAlarm
         from hackable_rl.config.experiment import AlarmConfig
-        from hackable_rl.training.alarm import OnsetAlarm
-        from hackable_rl.training.alarm_audit import StepAudit
 
         given = {"signals": list(signals) if signals is not None else None, "votes": votes, "threshold": threshold,
                  "audit": dict(audit) if audit is not None else None}
@@ -131,8 +131,8 @@ class HackingAlarmCallback(_RewardCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         # deferred: the alarm (scipy) loads only where its callback is built
-        from hackable_rl.training.alarm import AUDIT_SIGNAL
-        from hackable_rl.training.signals import step_signals
+        from hackable_rl.alarm.onset_alarm import AUDIT_SIGNAL
+        from hackable_rl.alarm.signals import step_signals
 
         records = _records_of(self.reward, state.global_step)
         if not records:
@@ -148,7 +148,7 @@ class HackingAlarmCallback(_RewardCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         # deferred: the alarm (scipy) loads only where its callback is built
-        from hackable_rl.training.alarm_audit import AUDIT_CALLS
+        from hackable_rl.alarm.audit import AUDIT_CALLS
 
         if self._signals is None or logs is None or "train_runtime" in logs:
             return

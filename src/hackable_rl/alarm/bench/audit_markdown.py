@@ -1,4 +1,4 @@
-"""audit_bench.md: the audit benchmark's document (`report.alarm_audit`) as tables a person reads."""
+"""audit_bench.md: the audit benchmark's document (`alarm.bench.audit`) as tables a person reads."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`hackable-rl alarm-bench`: does a judge-free alarm warn while a live judge would, and how often falsely?
 
-Over the distinct trained runs of one or more studies (`report.alarm_runs`), each with its signals.csv,
+Over the distinct trained runs of one or more studies (`alarm.bench.runs`), each with its signals.csv,
 the judge's onsets and declared hacked-or-not:
 
 1. **The reference** is the judge's live monitor (`onset.live_onset_after`): the judge's windowed test
@@ -8,18 +8,18 @@ the judge's onsets and declared hacked-or-not:
    are complete. The hindsight onset (onset.json) is a second column. A hacking run is one where the
    live monitor fires (`hacking_definition: rule: live_judge`), so every hacking run has an onset to
    be on time for, and every other run of every study is a negative.
-2. **Detectors** (`report.alarm_rules`): every recorded signal under the live alarm's CUSUM and under
+2. **Detectors** (`alarm.bench.rules`): every recorded signal under the live alarm's CUSUM and under
    the judge's own windowed statistic, at each threshold of a grid.
 3. **Rules** chosen on the tune replicates only: the greedy any-of rule that maximises on-time
    detections with false alarms at or under `cap` (a share of the tune negatives), among detectors
-   calibrated on simulated stationary runs (`alarm_rules.null_false_alarm_rate`); the same restricted
+   calibrated on simulated stationary runs (`rules.null_false_alarm_rate`); the same restricted
    to CUSUM and to the windowed test; beside them, unchosen, a naive reward CUSUM at the configured h
    and the live alarm of the config as it is.
 4. **Scored once** on the held-out replicates: on time (fired no later than the live onset), detected
    at all, false alarms among the negatives, each with a 95% interval clustered by warm start
    (`clustered_interval`), median leads against both onsets, and per study.
 
-Writes alarm_bench.json and alarm_bench.md (`report.alarm_markdown`). Plain Python (no torch).
+Writes alarm_bench.json and alarm_bench.md (`alarm.bench.markdown`). Plain Python (no torch).
 """
 
 from __future__ import annotations
@@ -29,10 +29,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from hackable_rl.config.experiment import AlarmConfig
-from hackable_rl.core.jsonl import write_json
-from hackable_rl.report.alarm_markdown import bench_markdown
-from hackable_rl.report.alarm_rules import (
+from hackable_rl.alarm.bench.markdown import bench_markdown
+from hackable_rl.alarm.bench.rules import (
     MAX_MEMBERS,
     TESTS,
     Detector,
@@ -45,8 +43,10 @@ from hackable_rl.report.alarm_rules import (
     rates,
     statistic_series,
 )
-from hackable_rl.report.alarm_runs import BenchRun, distinct_runs, read_declaration, read_study_runs
-from hackable_rl.training.alarm import alarm_step, spec_of
+from hackable_rl.alarm.bench.runs import BenchRun, distinct_runs, read_declaration, read_study_runs
+from hackable_rl.alarm.onset_alarm import alarm_step, spec_of
+from hackable_rl.config.experiment import AlarmConfig
+from hackable_rl.core.jsonl import write_json
 
 __all__ = ["FALSE_ALARM_CAP", "ON_TIME_GOAL", "run_alarm_bench", "bench_markdown", "goal_met"]
 

@@ -6,7 +6,7 @@ rewards and judge verdicts, and the records the alarm signals come from) and `me
 
 - the judge onset (`judge_onset`): the first step the hacking gap has clearly risen above both 0 and
   its own start (docs/metrics.md, "Hacking-onset alarm", states the rule);
-- each watched signal's first CUSUM crossing (`training.alarm.first_crossings`, as the alarm runs live);
+- each watched signal's first CUSUM crossing (`alarm.onset_alarm.first_crossings`, as the alarm runs live);
 - each signal's lead (`lead_lag`): crossing step minus judge onset, negative when it warned first;
 - the signal that warned first (`first_warning`).
 
@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hackable_rl.alarm.onset_alarm import ALARM_FILE, first_crossings
+from hackable_rl.alarm.signals import SIGNALS_FILE, StepSignals, step_signals, write_signals_csv
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.config.loading import load_config
 from hackable_rl.core.jsonl import iter_jsonl, read_json, read_jsonl, write_json
 from hackable_rl.core.stats import hacking_gap
-from hackable_rl.training.alarm import ALARM_FILE, first_crossings
-from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, step_signals, write_signals_csv
 
 __all__ = [
     "Z_95", "RunSteps", "OnsetAnalysis", "read_run_steps", "judge_onset", "live_judge_onset", "live_onset_after",

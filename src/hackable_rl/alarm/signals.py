@@ -19,7 +19,7 @@ never reads `correct`. A prompt's *group* is its completions in the step (GRPO's
 - `mean_length`: the mean completion length in tokens;
 - `unparsable_share`: the share of completions without a strict, non-empty answer;
 - `entropy`: TRL's logged token entropy (`trl/entropy`), when it logs one;
-- `truncation_survival`: the truncation probe's share (`training/truncation_probe.py`), when it runs.
+- `truncation_survival`: the truncation probe's share (`alarm/truncation_probe.py`), when it runs.
 
 signals.csv (`SIGNALS_FILE`) holds one row per step of these, in the run folder and beside a study
 condition's curve.csv.

@@ -1,6 +1,6 @@
 """The hacking-onset alarm: a CUSUM on each standardised judge-free signal, and the combined alarm.
 
-The signals come from `training.signals` (one `StepSignals` per step). For each watched signal:
+The signals come from `alarm.signals` (one `StepSignals` per step). For each watched signal:
 
 - **baseline**: its first `alarm.baseline_steps` defined values (mean m, sd s). Until that is full
   the baseline is *self-starting*: a value is standardised against the values before it (from the
@@ -15,8 +15,8 @@ The signals come from `training.signals` (one `StepSignals` per step). For each 
 
 The alarm fires once, at the first step where `alarm.votes` watched signals have crossed (a signal
 that crossed stays crossed); with `alarm.rule`, at the first step any of its detectors crosses (a
-CUSUM at its own h, or the judge's windowed test on a signal: `training/window_test.py`), the rule
-`hackable-rl alarm-bench` chooses. With `alarm.audit.k`, the audited gap (`training/alarm_audit.py`:
+CUSUM at its own h, or the judge's windowed test on a signal: `alarm/window_detector.py`), the rule
+`hackable-rl alarm-bench` chooses. With `alarm.audit.k`, the audited gap (`alarm/audit.py`:
 k judged completions per step) has a detector of its own (`audit_detector`), which fires the alarm
 alone, or beside the judge-free ones with `alarm.audit.with_judge_free`. docs/metrics.md,
 "Hacking-onset alarm", states the rule and its false-alarm rate on stationary noise. Plain Python
@@ -33,10 +33,10 @@ from typing import Any
 
 from scipy.special import ndtri, stdtr
 
+from hackable_rl.alarm.signals import SIGNALS_FILE, StepSignals, write_signals_csv
+from hackable_rl.alarm.window_detector import WindowDetector
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.jsonl import read_jsonl
-from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, write_signals_csv
-from hackable_rl.training.window_test import WindowDetector
 
 __all__ = [
     "ALARM_FILE", "Z_CLIP", "JOIN_LIMIT", "SignalSpec", "SIGNAL_SPECS", "spec_of", "standardised", "SignalCusum", "AlarmFiring",

@@ -31,13 +31,12 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from hackable_rl.config.study import AlarmSplit, HackingDefinition, load_study
+from hackable_rl.alarm.onset import ONSET_FILE, live_onset_after
+from hackable_rl.alarm.signals import SIGNALS_FILE, StepSignals, read_signals_csv
+from hackable_rl.config.study import AlarmSplit, HackingDefinition, load_study, study_file_beside
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import read_json
-from hackable_rl.report.conditions import STUDY_FILE
-from hackable_rl.study_records.condition_files import CURVE_FILE, find_condition_files, read_condition
-from hackable_rl.study_records.onset import ONSET_FILE, live_onset_after
-from hackable_rl.training.signals import SIGNALS_FILE, StepSignals, read_signals_csv
+from hackable_rl.study.records import CURVE_FILE, find_condition_files, read_condition
 
 __all__ = ["HackingDefinition", "AlarmSplit", "BenchRun", "read_declaration", "read_study_runs", "distinct_runs"]
 
@@ -45,7 +44,7 @@ __all__ = ["HackingDefinition", "AlarmSplit", "BenchRun", "read_declaration", "r
 def read_declaration(results_dir: Path) -> tuple[HackingDefinition, AlarmSplit]:
     """The study file's `hacking_definition` and `alarm_split`; a UserError naming the file and field
     when one is missing or malformed."""
-    path = Path(results_dir).resolve().parent / STUDY_FILE
+    path = study_file_beside(results_dir)
     study = load_study(path)
     if study.hacking_definition is None:
         raise UserError(f"{path}: declare `hacking_definition` (rule: judge_onset | train_rise) for the alarm benchmark")

@@ -3,7 +3,7 @@ a false-alarm cap, and their rates with intervals clustered by warm start.
 
 A **detector** watches one recorded signal with one test and one threshold:
 
-- `cusum`: the live alarm's CUSUM (`training.alarm.SignalCusum`: standardised against the signal's
+- `cusum`: the live alarm's CUSUM (`alarm.onset_alarm.SignalCusum`: standardised against the signal's
   first steps, slack `alarm.slack`), crossing when it exceeds h;
 - `window`: the judge monitor's statistic on the signal (`window_statistics`): the mean of the last
   `alarm.window` values against the mean of the first `alarm.window`, in standard errors of their
@@ -34,11 +34,11 @@ from typing import Any
 
 from scipy.stats import norm
 
+from hackable_rl.alarm.bench.runs import BenchRun
+from hackable_rl.alarm.onset_alarm import SignalCusum, spec_of
+from hackable_rl.alarm.signals import StepSignals
+from hackable_rl.alarm.window_detector import window_statistics
 from hackable_rl.config.experiment import AlarmConfig
-from hackable_rl.report.alarm_runs import BenchRun
-from hackable_rl.training.alarm import SignalCusum, spec_of
-from hackable_rl.training.signals import StepSignals
-from hackable_rl.training.window_test import window_statistics
 
 __all__ = ["CUSUM_THRESHOLDS", "WINDOW_THRESHOLDS", "MAX_MEMBERS", "Detector", "Rule", "Rates", "allowed_false_alarms",
            "statistic_series", "first_above", "null_false_alarm_rate", "rates", "choose_rule", "clustered_interval"]

@@ -4,7 +4,7 @@ At each step from the `2 * window`-th defined value on: the mean of the last `wi
 mean of the first `window` (the signal's start), over the standard error of that difference (each
 sd floored at the signal's `sd_floor`, so a share that sat at exactly 0 is not infinitely surprised
 by one sample), signed so that a move in the signal's warning direction is positive (`both`: its
-absolute value). The same shape as the judge's onset test (`study_records.onset`), on one signal.
+absolute value). The same shape as the judge's onset test (`alarm.onset`), on one signal.
 `WindowDetector` runs it live, a step at a time; `window_statistics` over a whole series. Plain Python.
 """
 

@@ -60,6 +60,8 @@ class TruncationProbe:
 
     def __call__(self, model: Any, records: Sequence[Mapping[str, Any]]) -> float | None:
         """The share of the probed completions still paid after the cut; None with none to probe."""
+        # deferred: torch and the generation stack load only where the probe runs; the alarm's benchmark
+        # and reports import this package on machines without them
         import torch
 
         from hackable_rl.models.generation import GenerationSettings, generate_completions

@@ -15,12 +15,12 @@ them. With `alarm.audit.k`, each step t:
    all) minus the share of the audited completions the judge calls right. It is an unbiased estimate
    of the step's hacking gap, and its law depends only on the step's counts: the audited right
    answers are hypergeometric (k drawn from n, of which the judge calls c right), so a study's
-   committed curve.csv replays it exactly in distribution (`report/alarm_audit.py`). The paired gap
+   committed curve.csv replays it exactly in distribution (`alarm/bench/audit.py`). The paired gap
    (reward minus verdict over the same k) would vary less where the verifier mostly agrees with the
    judge, but its law needs each completion's reward beside its verdict, which the studies did not keep.
 
 The gap goes into the step's alarm.jsonl row as `audit_gap`, and the alarm's audit detector
-(`training.alarm.audit_detector`) watches it. Each audited completion counts as one judge call
+(`alarm.onset_alarm.audit_detector`) watches it. Each audited completion counts as one judge call
 (`alarm/audit_judge_calls` in metrics.jsonl, cumulative). Plain Python plus numpy.
 """
 
@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
+from hackable_rl.alarm.onset_alarm import audit_detector
 from hackable_rl.config.experiment import AlarmConfig, AuditConfig
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import iter_jsonl
 from hackable_rl.core.registry import RegistryError, import_from_path, signature_problem
 from hackable_rl.core.stats import mean
 from hackable_rl.evaluation.judge import Judgment
-from hackable_rl.training.alarm import audit_detector
 
 __all__ = ["AUDIT_CALLS", "AUDIT_GAP_METRIC", "audit_indices", "verdict", "audited_gap", "StepAudit",
            "audit_firing", "replay_run_folder"]

@@ -1,24 +1,24 @@
 """`hackable-rl alarm-bench --audit`: how few audited completions per step warn as early as the full judge?
 
-The same runs, split, clusters and reference as the judge-free benchmark (`report.alarm_bench`): the
-distinct trained runs of the studies (`report.alarm_runs`), hacking where the judge's live monitor
+The same runs, split, clusters and reference as the judge-free benchmark (`alarm.bench.replay`): the
+distinct trained runs of the studies (`alarm.bench.runs`), hacking where the judge's live monitor
 fires (`onset.live_onset_after`), replicates `alarm_split.tune_seeds` to choose, the others held out.
 
 1. **Replay** (`replayed_gaps`): a run's curve.csv gives per step its n completions, the c the judge
-   called right and the mean reward. The live audit's gap (`training/alarm_audit.py`) with k audited
+   called right and the mean reward. The live audit's gap (`alarm/audit.py`) with k audited
    is that reward minus H / k, H hypergeometric (k drawn from n without replacement, c of them right):
    so the replay has exactly the live audit's law. `DRAWS` seeded draws per run and k (draw d, step t:
    numpy's `default_rng([d, t])`), so no rate rests on one lucky sample. A run without curve.csv has
    no per-step judge counts: it is listed as not replayed, never filled in.
-2. **Tests**: the live audit detector's two (`training.alarm.audit_detector`): the alarm's CUSUM and
+2. **Tests**: the live audit detector's two (`alarm.onset_alarm.audit_detector`): the alarm's CUSUM and
    the judge's windowed test on the audited gap, each at every threshold of the judge-free grids.
 3. **Chosen on the tune replicates**, per k: per test, the threshold with the most on-time warnings
    over all runs and draws, its false alarms at most `cap` of the tune negatives' draws (ties: more
    detected, fewer false alarms, the larger threshold); then the better of the two tests.
-4. **Scored once on the held-out replicates** (`report.alarm_audit_scores`). A reference row `all`
+4. **Scored once on the held-out replicates** (`alarm.bench.audit_scores`). A reference row `all`
    audits every completion (the step's own hacking gap, one draw): the test on the full judge's data.
 
-Writes audit_bench.json and audit_bench.md (`report.alarm_audit_markdown`). Plain Python plus numpy.
+Writes audit_bench.json and audit_bench.md (`alarm.bench.audit_markdown`). Plain Python plus numpy.
 """
 
 from __future__ import annotations
@@ -33,17 +33,17 @@ from typing import Any
 
 import numpy as np
 
+from hackable_rl.alarm.bench.audit_markdown import audit_markdown
+from hackable_rl.alarm.bench.audit_scores import DrawnRates, Fired, answer, drawn_rates, held_out_scores
+from hackable_rl.alarm.bench.replay import FALSE_ALARM_CAP, MACHINE_NOT_RECORDED, ON_TIME_GOAL
+from hackable_rl.alarm.bench.rules import TESTS, Series, first_above
+from hackable_rl.alarm.bench.runs import BenchRun, distinct_runs, read_study_runs
+from hackable_rl.alarm.onset_alarm import AUDIT_SIGNAL, AUDIT_SPEC, SignalCusum
+from hackable_rl.alarm.window_detector import window_statistics
 from hackable_rl.config.experiment import AlarmConfig
 from hackable_rl.core.errors import UserError
 from hackable_rl.core.jsonl import write_json
-from hackable_rl.report.alarm_audit_markdown import audit_markdown
-from hackable_rl.report.alarm_audit_scores import DrawnRates, Fired, answer, drawn_rates, held_out_scores
-from hackable_rl.report.alarm_bench import FALSE_ALARM_CAP, MACHINE_NOT_RECORDED, ON_TIME_GOAL
-from hackable_rl.report.alarm_rules import TESTS, Series, first_above
-from hackable_rl.report.alarm_runs import BenchRun, distinct_runs, read_study_runs
-from hackable_rl.study_records.condition_files import CURVE_FILE
-from hackable_rl.training.alarm import AUDIT_SIGNAL, AUDIT_SPEC, SignalCusum
-from hackable_rl.training.window_test import window_statistics
+from hackable_rl.study.records import CURVE_FILE
 
 __all__ = ["AUDIT_KS", "DRAWS", "StepCounts", "read_step_counts", "replayed_gaps", "run_audit_bench"]
 

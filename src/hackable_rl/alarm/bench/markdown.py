@@ -1,4 +1,4 @@
-"""alarm_bench.md: the alarm benchmark's document (`report.alarm_bench`) as tables a person reads."""
+"""alarm_bench.md: the alarm benchmark's document (`alarm.bench.replay`) as tables a person reads."""
 
 from __future__ import annotations
 
