@@ -22,6 +22,11 @@ tree="$(dirname "$root")/$(basename "$study")-$commit"
 if [ ! -d "$tree" ]; then
   git -C "$root" worktree add --detach "$tree" "$commit" >/dev/null
   [ "$commit" = "$head" ] || git -C "$tree" checkout "$head" -- "$study"
+else
+  # a worktree left from an earlier run keeps its study folder (results not yet copied back included);
+  # to start from this checkout's folder instead: copy back what it finished, then remove it
+  echo "reusing $tree and its $study as it stands (to start from HEAD's: copy its results back, then" \
+       "\`git worktree remove --force $tree\`)"
 fi
 mkdir -p "$root/.dvc/cache"
 [ -e "$tree/.dvc/cache" ] || ln -s "$root/.dvc/cache" "$tree/.dvc/cache"
