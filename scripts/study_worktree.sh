@@ -32,5 +32,8 @@ mkdir -p "$root/.dvc/cache"
 [ -e "$tree/.dvc/cache" ] || ln -s "$root/.dvc/cache" "$tree/.dvc/cache"
 log="$tree/$study/lanes.log"
 cd "$tree/$study"
+# a fresh worktree holds no stage outputs (datasets, warm starts): restore what the shared cache has, so
+# the stages dvc.lock records as done read as done and lanes runs only what is left
+PATH="$root/.venv/bin:$PATH" dvc checkout --allow-missing >/dev/null 2>&1 || true
 PYTHONPATH="$tree/src" PATH="$root/.venv/bin:$PATH" nohup hackable-rl lanes "$@" >"$log" 2>&1 &
 echo "lanes running in $tree/$study (commit $commit), pid $!, log $log"
