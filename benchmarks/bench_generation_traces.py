@@ -21,6 +21,7 @@ compare across runs.
 from __future__ import annotations
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -79,8 +80,10 @@ def time_completion_traces(client, run_id: str, completions: int) -> float:
     """One step as one trace per completion (its span, two assessments), spans stored as the project does."""
     from mlflow.entities import AssessmentSource, Feedback
     from mlflow.tracing.client import TracingClient
+    from mlflow.tracing.utils.artifact_utils import get_artifact_uri_for_trace
 
-    from hackable_rl.tracking.traces import _upload_spans, step_trace
+    from hackable_rl.tracking.trace_store import _upload_spans
+    from hackable_rl.tracking.traces import step_trace
 
     experiment_id = client.get_run(run_id).info.experiment_id
     tracing = TracingClient(client.tracking_uri)
@@ -94,7 +97,7 @@ def time_completion_traces(client, run_id: str, completions: int) -> float:
             Feedback(name="verifier", value=row["reward"], source=source, trace_id=info.trace_id),
             Feedback(name="judge", value=row["correct"], source=source, trace_id=info.trace_id),
         ]
-        _upload_spans(tracing.start_trace(info), spans)
+        _upload_spans(get_artifact_uri_for_trace(tracing.start_trace(info)), json.dumps({"spans": spans}))
     return time.perf_counter() - started
 
 

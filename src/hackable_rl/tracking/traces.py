@@ -219,12 +219,3 @@ def write_traces(client: Any, run_id: str, traces: list[tuple[str, list[dict[str
     if built:
         store_traces(TracingClient(client.tracking_uri), experiment_id, built)
     return step_ids
-
-
-def _upload_spans(stored_info: Any, spans: list[dict[str, Any]]) -> None:
-    """A trace's spans as its data file, where the store's answer to `start_trace` says it lives."""
-    # deferred: mlflow is slow to import; a run with tracking off never loads it
-    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-    from mlflow.tracing.utils.artifact_utils import get_artifact_uri_for_trace
-
-    get_artifact_repository(get_artifact_uri_for_trace(stored_info)).upload_trace_data(json.dumps({"spans": spans}))
