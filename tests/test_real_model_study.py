@@ -91,6 +91,8 @@ def test_the_learning_studys_stages_run_robust_against_baseline_in_a_noisy_ensem
     assert "- robust_vs_baseline in noisy3, robust vs baseline, pass_at_1: " in (project / "reports/report.md").read_text()
     greedy = {o["name"] for o in outcomes if o["metric"] == "greedy_accuracy"}
     assert greedy == {"clean_gain", "flip_cost", "blind_pass_at_1_falls", "robust_vs_baseline"}
+    cost = json.loads((project / "reports/cost.json").read_text())  # the study declares budget_hours: what it took
+    assert cost["trained_conditions"] == 2 * 5 and cost["base_evaluations"] == 2 and cost["budget_hours"] == 10
 
 
 @pytest.mark.usefixtures("fresh_logging")

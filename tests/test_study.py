@@ -271,3 +271,26 @@ def test_a_study_whose_estimate_exceeds_its_budget_is_refused_with_the_estimate_
     assert result.exit_code == 2
     assert "budget_hours 10: these settings need about" in result.output
     assert all(part in result.output for part in ("warm starts", "trainings", "evaluations"))
+
+
+def test_a_studys_measured_cost_adds_up_what_each_stage_recorded(tmp_path) -> None:
+    """The report's "What the study cost": warm starts, base evaluations and trained conditions from the
+    seconds each recorded, one lane each; an arm identical by construction ran nothing and counts nothing."""
+    from hackable_rl.core.jsonl import write_json
+    from hackable_rl.study.budget import measured_cost
+
+    def condition(folder: str, method: str, seconds: float, status: str = "ok"):
+        return write_json(tmp_path / folder / "condition.json",
+                          {"condition": {"method": method}, "status": status, "seconds": seconds})
+
+    files = [condition("base-s0", "base", 900), condition("baseline-s0", "baseline", 2700),
+             condition("baseline-s1", "baseline", 3600, status="failed"),
+             condition("robust-s0", "robust", 0, status=records.IDENTICAL)]
+    warm = [write_json(tmp_path / f"w{seed}.json", {"seconds": {"train": 800, "total": 1800}}) for seed in (0, 1)]
+
+    cost = measured_cost(files, warm)
+
+    assert (cost.warm_starts, cost.base_evaluations, cost.trained_conditions) == (2, 1, 2)  # a failed run cost time too
+    assert (cost.warm_start_hours, cost.base_hours, cost.trained_hours) == (1.0, 0.25, 1.75)
+    assert cost.lane_hours == 3.0 and cost.wall_hours == 1.5  # two lanes share the wall time
+    assert "3.0 lane-hours, about 1.5 h of wall time" in cost.describe()

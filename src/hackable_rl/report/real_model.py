@@ -19,7 +19,10 @@ transferred one secondary):
 each pass@1 row followed by greedy accuracy on the same pair (secondary: GRPO can sharpen sampled
 pass@1 while the greedy answer moves otherwise); then secondary: the trained cells against base
 (pass@1), and the ensemble's baseline against the one-member noise cell. A study declaring fewer than
-the spec's replicates (`small_n_reason`) has the small n and its reason printed above the table.
+the spec's replicates (`small_n_reason`) has the small n and its reason printed above the table. A study
+declaring `budget_hours` gets what its stages took against that budget (cost.json beside the report), from
+the seconds its conditions and its warm starts (`metrics/warmstart/s<seed>/warmstart.json` in the study's
+folder, as its dvc.yaml writes them) recorded.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, load_study, study_file_beside
+from hackable_rl.config.study import MIN_PRIMARY_REPLICATES, StudyFile, load_study, study_file_beside
+from hackable_rl.core.jsonl import write_json
 from hackable_rl.extensions import reference_method
 from hackable_rl.report.blind_spots import outcomes_markdown, overview, payoff_lines
 from hackable_rl.report.conditions import interval_label, machines_line, study_table
@@ -45,12 +49,16 @@ from hackable_rl.report.declared import (
 )
 from hackable_rl.report.natural import PATTERN_RATIO
 from hackable_rl.report.study_plots import curves_by_cell_plot
+from hackable_rl.study.budget import measured_cost
 from hackable_rl.study.cells import NoiseCell, cell_roles, read_cell, study_cells
-from hackable_rl.study.records import BASE, write_summary
+from hackable_rl.study.records import BASE, find_condition_files, write_summary
 
 __all__ = ["REPORT_KIND", "build_real_model_report", "real_model_outcomes"]
 
 REPORT_KIND = "real_model"
+WARM_START_METRICS = "metrics/warmstart"
+"""Where a real-model study's warm starts write warmstart.json (s<seed>/), beside its results folder."""
+COST_FILE = "cost.json"
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,21 @@ def _small_n_lines(study_file: Path) -> list[str]:
             "from it is weaker than a five-replicate one.", ""]
 
 
+def _cost_lines(study_dir: Path, study: StudyFile, out_dir: Path) -> list[str]:
+    """What the study's stages took against its declared budget (cost.json), or nothing where it declares none."""
+    if study.budget_hours is None:
+        return []
+    warm_starts = Path(study_dir).resolve().parent / WARM_START_METRICS
+    cost = measured_cost(find_condition_files(study_dir),
+                         [path for seed in study.seeds if (path := warm_starts / f"s{seed}" / "warmstart.json").is_file()])
+    write_json(out_dir / COST_FILE, cost.as_dict() | {"budget_hours": study.budget_hours})
+    within = "inside" if cost.wall_hours <= study.budget_hours else "over"
+    return ["## What the study cost (measured)", "",
+            f"The seconds each stage recorded, one lane each: {cost.describe()}; {within} the declared budget of "
+            f"{study.budget_hours:g} h. Stages that shared the machine with other work took longer than alone, and a "
+            f"condition resumed from a checkpoint records only its last run (`{COST_FILE}`).", ""]
+
+
 def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes_path: Path | None) -> CellStudyReport:
     """summary.csv/json, the training-curve plot, report.md and (given a path) outcomes.json."""
     study_file = study_file_beside(study_dir)
@@ -175,6 +198,7 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
     lines = [f"# {title}", "", machines_line(study_dir), "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
              *outcomes_markdown(outcomes, []), *_equivalence_lines(outcomes), *_noise_gap_lines(kinds.noise), "",
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
+             *_cost_lines(study_dir, study, out_dir),
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")

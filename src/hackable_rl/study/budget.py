@@ -6,14 +6,21 @@ the study's work (warm-start solutions, GRPO completions and test completions, e
 budget) by rates measured for that model in one lane (one thread, beside a second lane) of a 2-core
 CPU (`MEASURED`, from the real-model study's own stages: pipelines/smollm2_study/README.md, "Cost"),
 and divides by the two lanes. A model without measured rates gets no estimate. Plain Python: no torch.
+
+Once a study has run, `measured_cost` adds up what its stages took, from the seconds each stage records
+(a warm start's warmstart.json, a condition's condition.json): the report's "What the study cost".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["MEASURED", "Rates", "StudyCost", "study_cost"]
+from hackable_rl.core.jsonl import read_json
+from hackable_rl.study.records import IDENTICAL
+
+__all__ = ["MEASURED", "MeasuredCost", "Rates", "StudyCost", "measured_cost", "study_cost"]
 
 LANES = 2
 """Lanes side by side on 2 cores (`hackable-rl lanes`: one thread each)."""
@@ -81,3 +88,51 @@ def study_cost(config: Any, replicates: int, trained_arms: int) -> StudyCost | N
     return StudyCost(warm_starts=replicates * per_replicate_warm / hour,
                      evaluations=replicates * (1 + trained_arms) * one_eval / hour,
                      trainings=replicates * trained_arms * train / hour)
+
+
+@dataclass(frozen=True)
+class MeasuredCost:
+    """What a study's stages took, in hours of one lane each (a stage runs in one lane), as they recorded it.
+    Two lanes side by side share the wall time, so kept busy they finish in about half the lane-hours."""
+
+    warm_starts: int
+    warm_start_hours: float
+    base_evaluations: int
+    base_hours: float
+    trained_conditions: int
+    trained_hours: float
+    """Training and the test evaluation of each trained condition (its checkpoints' evaluations included)."""
+
+    @property
+    def lane_hours(self) -> float:
+        return self.warm_start_hours + self.base_hours + self.trained_hours
+
+    @property
+    def wall_hours(self) -> float:
+        """The lane-hours over the lanes: the wall time of two lanes kept busy."""
+        return self.lane_hours / LANES
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"lane_hours": self.lane_hours, "wall_hours_two_lanes": self.wall_hours}
+
+    def describe(self) -> str:
+        return (f"{self.lane_hours:.1f} lane-hours, about {self.wall_hours:.1f} h of wall time on 2 CPU cores with two "
+                f"lanes kept busy: {self.warm_starts} warm starts {self.warm_start_hours:.1f} h, {self.base_evaluations} "
+                f"base evaluations {self.base_hours:.1f} h, {self.trained_conditions} trained conditions (training and "
+                f"evaluation) {self.trained_hours:.1f} h")
+
+
+def measured_cost(condition_files: list[Path], warm_start_files: list[Path]) -> MeasuredCost:
+    """The seconds recorded by each condition (`seconds` in condition.json; an arm identical by
+    construction to another ran nothing and counts nothing) and each warm start (`seconds.total` in
+    warmstart.json), added up by kind. A condition resumed from a checkpoint records only its last run's
+    seconds."""
+    base, trained = [], []
+    for path in condition_files:
+        record = read_json(path)
+        if record.get("status") == IDENTICAL or record.get("seconds") is None:
+            continue
+        (base if record["condition"].get("method") == "base" else trained).append(float(record["seconds"]))
+    warm = [float(read_json(path)["seconds"]["total"]) for path in warm_start_files]
+    return MeasuredCost(warm_starts=len(warm), warm_start_hours=sum(warm) / 3600, base_evaluations=len(base),
+                        base_hours=sum(base) / 3600, trained_conditions=len(trained), trained_hours=sum(trained) / 3600)
