@@ -2,7 +2,8 @@
 # Run a study's outdated stages through `hackable-rl lanes` in a git worktree at this checkout's HEAD, so
 # that work on the checkout never changes the code under a running study. The worktree uses this
 # checkout's .venv with the worktree's own sources first on the path. In the background; the log and the
-# worktree's path are printed. Copy each finished condition's folder (and dvc.lock) back and commit it.
+# worktree's path are printed. Bring each finished condition's folder and dvc.lock back with
+# scripts/study_bring_back.py and commit them.
 # Every worktree shares this checkout's DVC cache (.dvc/cache), so a later worktree (a later commit of the
 # study) restores what an earlier one made, warm starts included, instead of making it again.
 #
