@@ -22,7 +22,8 @@ pass@1 while the greedy answer moves otherwise); then secondary: the trained cel
 the spec's replicates (`small_n_reason`) has the small n and its reason printed above the table. A study
 declaring `budget_hours` gets what its stages took against that budget (cost.json beside the report), from
 the seconds its conditions and its warm starts (`metrics/warmstart/s<seed>/warmstart.json` in the study's
-folder, as its dvc.yaml writes them) recorded.
+folder, as its dvc.yaml writes them) recorded. How far training moved each arm from its base, per
+replicate, is described beside the outcomes (report.moved: moved.csv).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from hackable_rl.report.declared import (
     paired_outcome,
     write_outcomes,
 )
+from hackable_rl.report.moved import moved_from_base, moved_lines, write_moved
 from hackable_rl.report.natural import PATTERN_RATIO
 from hackable_rl.report.study_plots import curves_by_cell_plot
 from hackable_rl.study.budget import measured_cost
@@ -194,9 +196,12 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
                                            study.family or None), interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
+    moved = moved_from_base(cells)
+    write_moved(moved, out_dir)
     patterns = (study.exploited_flaw,) if kinds.blind else ()
     lines = [f"# {title}", "", machines_line(study_dir), "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
              *outcomes_markdown(outcomes, []), *_equivalence_lines(outcomes), *_noise_gap_lines(kinds.noise), "",
+             *moved_lines(moved),
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
              *_cost_lines(study_dir, study, out_dir),
              f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
