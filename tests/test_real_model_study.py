@@ -93,6 +93,9 @@ def test_the_learning_studys_stages_run_robust_against_baseline_in_a_noisy_ensem
     assert greedy == {"clean_gain", "flip_cost", "blind_pass_at_1_falls", "robust_vs_baseline"}
     cost = json.loads((project / "reports/cost.json").read_text())  # the study declares budget_hours: what it took
     assert cost["trained_conditions"] == 2 * 5 and cost["base_evaluations"] == 2 and cost["budget_hours"] == 10
+    moved = (project / "reports/moved.csv").read_text().splitlines()  # every trained arm against its own base
+    assert len(moved) == 1 + 2 * 5 and moved[0].startswith("cell,method,seed,prompts,same_correct")
+    assert (project / "reports/learning_curves.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.usefixtures("fresh_logging")

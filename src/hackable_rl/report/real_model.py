@@ -50,7 +50,7 @@ from hackable_rl.report.declared import (
 )
 from hackable_rl.report.moved import moved_from_base, moved_lines, write_moved
 from hackable_rl.report.natural import PATTERN_RATIO
-from hackable_rl.report.study_plots import curves_by_cell_plot
+from hackable_rl.report.study_plots import curves_by_cell_plot, learning_curves_by_cell_plot
 from hackable_rl.study.budget import measured_cost
 from hackable_rl.study.cells import NoiseCell, cell_roles, read_cell, study_cells
 from hackable_rl.study.records import BASE, find_condition_files, write_summary
@@ -196,6 +196,7 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
                                            study.family or None), interval_label(study_dir))
     written = write_outcomes(outcomes_path, outcomes) if outcomes_path else None
     plot = curves_by_cell_plot(cells, out_dir / "training_curves.png")
+    learning = learning_curves_by_cell_plot(cells, out_dir / "learning_curves.png")
     moved = moved_from_base(cells)
     write_moved(moved, out_dir)
     patterns = (study.exploited_flaw,) if kinds.blind else ()
@@ -204,7 +205,8 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
              *moved_lines(moved),
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
              *_cost_lines(study_dir, study, out_dir),
-             f"![exploit share and hacking gap over training, per cell]({plot.name})", ""]
+             f"![exploit share and hacking gap over training, per cell]({plot.name})", "",
+             f"![judge correctness and training reward over training, per cell]({learning.name})", ""]
     report = out_dir / "report.md"
     report.write_text("\n".join(lines), encoding="utf-8")
     failed = int((table["status"] != "ok").sum())

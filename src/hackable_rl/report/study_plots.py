@@ -1,6 +1,7 @@
 """A study's training curves and gains, drawn (matplotlib, through `report.plots`): a rate grid's gain
 against the flip rate and its training curves (`gain_plot`, `curves_plot`), and a cell study's curves
-per cell (`curves_by_cell_plot`), identical arms drawn once.
+per cell (`curves_by_cell_plot`) and its learning curves per cell (`learning_curves_by_cell_plot`), identical arms
+drawn once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hackable_rl.report.outcomes import Cells, cell_label, clean_gain_of, curves
 from hackable_rl.report.plots import SMOOTHING_STEPS, _save, plt
 from hackable_rl.study.records import BASE, CONDITION_FILE, read_condition
 
-__all__ = ["curves_by_cell_plot", "curves_plot", "gain_plot"]
+__all__ = ["curves_by_cell_plot", "curves_plot", "gain_plot", "learning_curves_by_cell_plot"]
 
 
 def gain_plot(cells: Cells, path: Path) -> Path | None:
@@ -75,28 +76,47 @@ def curves_by_cell_plot(cells: Mapping[CellKey, dict[int, Path]], path: Path) ->
     """One panel per cell: each method's exploit share (solid, a band from the lowest to the highest
     seed) and hacking gap (dashed) over training, seed mean, 10-step moving average. Methods whose
     curves are identical (a verifier every method treats alike) are drawn once, labelled together."""
+    return _cell_panels(cells, path, ("exploit_share", "exploit share (band: seed range)"), ("hacking_gap", "hacking gap"),
+                        "share of sampled completions (10-step mean)",
+                        "Exploit share and hacking gap over training, per cell and method (mean of seeds)")
+
+
+def learning_curves_by_cell_plot(cells: Mapping[CellKey, dict[int, Path]], path: Path) -> Path:
+    """One panel per cell whose conditions scored their training samples step by step (curve.csv: a cell
+    whose flaw is scored, and the reference beside it): each method's judge correctness (solid, the seed
+    range as a band) and the training verifier's reward (dashed), seed mean, 10-step moving average: what
+    the policy learnt over training beside what it was paid. A cell without curve.csv gets no panel (its
+    first and last tenth are in condition.json's `train`)."""
+    scored = {key: seeds for key, seeds in cells.items() if key[1] == BASE or curves_of(seeds)}
+    return _cell_panels(scored, path, ("correctness", "judge correctness (band: seed range)"),
+                        ("observed_reward", "training reward"), "mean over a step's samples (10-step mean)",
+                        "Learning curves: judge correctness and training reward per cell and method (mean of seeds)")
+
+
+def _cell_panels(cells: Mapping[CellKey, dict[int, Path]], path: Path, solid: tuple[str, str], dashed: tuple[str, str],
+                 ylabel: str, title: str) -> Path:
+    """One panel per trained cell: curve.csv's `solid` column (a band over seeds) and `dashed` column, per arm."""
     names = sorted({cell for cell, method in cells if method != BASE})
     figure, axes = plt.subplots(1, max(1, len(names)), figsize=(4.5 * max(1, len(names)), 4.4), sharey=True, squeeze=False)
     for axis, cell in zip(axes[0], names, strict=False):
         for label, curves in _distinct_arms(cells, cell):
-            smooth = [c.set_index("step")[["exploit_share", "hacking_gap"]].rolling(10, min_periods=1).mean()
+            smooth = [c.set_index("step")[[solid[0], dashed[0]]].rolling(10, min_periods=1).mean()
                       for c in curves]
             both = pd.concat(smooth, axis=1, keys=range(len(smooth)))
-            exploit = both.xs("exploit_share", axis=1, level=1)
-            line = axis.plot(exploit.index, exploit.mean(axis=1), label=label)[0]
+            main = both.xs(solid[0], axis=1, level=1)
+            line = axis.plot(main.index, main.mean(axis=1), label=label)[0]
             if len(smooth) > 1:
-                axis.fill_between(exploit.index, exploit.min(axis=1), exploit.max(axis=1), color=line.get_color(),
+                axis.fill_between(main.index, main.min(axis=1), main.max(axis=1), color=line.get_color(),
                                   alpha=0.15, linewidth=0)
-            gap = both.xs("hacking_gap", axis=1, level=1).mean(axis=1)
-            axis.plot(gap.index, gap, linestyle="--", color=line.get_color())
+            second = both.xs(dashed[0], axis=1, level=1).mean(axis=1)
+            axis.plot(second.index, second, linestyle="--", color=line.get_color())
         axis.set_title(cell, fontsize="medium")
         axis.set_xlabel("GRPO step")
-        styles = [Line2D([], [], color="black", label="exploit share (band: seed range)"),
-                  Line2D([], [], color="black", linestyle="--", label="hacking gap")]
+        styles = [Line2D([], [], color="black", label=solid[1]),
+                  Line2D([], [], color="black", linestyle="--", label=dashed[1])]
         axis.legend(handles=[*axis.get_legend_handles_labels()[0], *styles], fontsize="small")
-    axes[0][0].set_ylabel("share of sampled completions (10-step mean)")
-    figure.suptitle("Exploit share and hacking gap over training, per cell and method (mean of seeds)",
-                    fontsize="medium")
+    axes[0][0].set_ylabel(ylabel)
+    figure.suptitle(title, fontsize="medium")
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
