@@ -279,11 +279,12 @@ def test_a_studys_measured_cost_adds_up_what_each_stage_recorded(tmp_path) -> No
     from hackable_rl.core.jsonl import write_json
     from hackable_rl.study.budget import measured_cost
 
-    def condition(folder: str, method: str, seconds: float, status: str = "ok"):
+    def condition(folder: str, method: str, seconds: float, status: str = "ok", train_seconds: float | None = None):
+        train = {"train": {"seconds": train_seconds}} if train_seconds else {}
         return write_json(tmp_path / folder / "condition.json",
-                          {"condition": {"method": method}, "status": status, "seconds": seconds})
+                          {"condition": {"method": method}, "status": status, "seconds": seconds, **train})
 
-    files = [condition("base-s0", "base", 900), condition("baseline-s0", "baseline", 2700),
+    files = [condition("base-s0", "base", 900), condition("baseline-s0", "baseline", 2700, train_seconds=1800),
              condition("baseline-s1", "baseline", 3600, status="failed"),
              condition("robust-s0", "robust", 0, status=records.IDENTICAL)]
     warm = [write_json(tmp_path / f"w{seed}.json", {"seconds": {"train": 800, "total": 1800}}) for seed in (0, 1)]
@@ -293,4 +294,5 @@ def test_a_studys_measured_cost_adds_up_what_each_stage_recorded(tmp_path) -> No
     assert (cost.warm_starts, cost.base_evaluations, cost.trained_conditions) == (2, 1, 2)  # a failed run cost time too
     assert (cost.warm_start_hours, cost.base_hours, cost.trained_hours) == (1.0, 0.25, 1.75)
     assert cost.lane_hours == 3.0 and cost.wall_hours == 1.5  # two lanes share the wall time
+    assert cost.training_hours == 0.5  # of the trained conditions' hours, what their training recorded
     assert "3.0 lane-hours, about 1.5 h of wall time" in cost.describe()

@@ -102,6 +102,8 @@ class MeasuredCost:
     trained_conditions: int
     trained_hours: float
     """Training and the test evaluation of each trained condition (its checkpoints' evaluations included)."""
+    training_hours: float
+    """Of `trained_hours`, the GRPO training itself (`train.seconds`), where the condition recorded it."""
 
     @property
     def lane_hours(self) -> float:
@@ -118,8 +120,8 @@ class MeasuredCost:
     def describe(self) -> str:
         return (f"{self.lane_hours:.1f} lane-hours, about {self.wall_hours:.1f} h of wall time on 2 CPU cores with two "
                 f"lanes kept busy: {self.warm_starts} warm starts {self.warm_start_hours:.1f} h, {self.base_evaluations} "
-                f"base evaluations {self.base_hours:.1f} h, {self.trained_conditions} trained conditions (training and "
-                f"evaluation) {self.trained_hours:.1f} h")
+                f"base evaluations {self.base_hours:.1f} h, {self.trained_conditions} trained conditions {self.trained_hours:.1f} h "
+                f"(training {self.training_hours:.1f} h, the rest their evaluations and loading)")
 
 
 def measured_cost(condition_files: list[Path], warm_start_files: list[Path]) -> MeasuredCost:
@@ -127,12 +129,14 @@ def measured_cost(condition_files: list[Path], warm_start_files: list[Path]) -> 
     construction to another ran nothing and counts nothing) and each warm start (`seconds.total` in
     warmstart.json), added up by kind. A condition resumed from a checkpoint records only its last run's
     seconds."""
-    base, trained = [], []
+    base, trained, training = [], [], []
     for path in condition_files:
         record = read_json(path)
         if record.get("status") == IDENTICAL or record.get("seconds") is None:
             continue
         (base if record["condition"].get("method") == "base" else trained).append(float(record["seconds"]))
+        training.append(float((record.get("train") or {}).get("seconds") or 0.0))
     warm = [float(read_json(path)["seconds"]["total"]) for path in warm_start_files]
     return MeasuredCost(warm_starts=len(warm), warm_start_hours=sum(warm) / 3600, base_evaluations=len(base),
-                        base_hours=sum(base) / 3600, trained_conditions=len(trained), trained_hours=sum(trained) / 3600)
+                        base_hours=sum(base) / 3600, trained_conditions=len(trained), trained_hours=sum(trained) / 3600,
+                        training_hours=sum(training) / 3600)
