@@ -2,9 +2,10 @@
 
 A study that spans sessions runs in its own worktree; each finished condition's folder, each warm start's
 metrics and the stages dvc.lock records for them belong in the checkout's git. This copies every result
-folder and every file under metrics/ the worktree has and the checkout lacks (or holds otherwise), then merges the two dvc.lock files: the worktree's entry for
-each stage it records (it ran them), the checkout's for stages only the checkout records (stages added
-on the checkout after the worktree was made, such as a comparison with another study). Then commit.
+folder and every file under metrics/ the worktree has and the checkout lacks (or holds otherwise), then
+merges the two dvc.lock files: the worktree's entry for each stage it records (it ran them), the
+checkout's for stages only the checkout records (stages added on the checkout after the worktree was made,
+such as a comparison with another study). Then commit.
 
     python scripts/study_bring_back.py ../smollm2_learning-3125c15/pipelines/smollm2_learning \\
         pipelines/smollm2_learning [--dry-run]
@@ -19,29 +20,25 @@ from pathlib import Path
 
 from dvc.utils.serialize import dump_yaml, load_yaml  # DVC's own YAML: the lock keeps its layout
 
-CONDITION_FILE = "condition.json"
+from hackable_rl.study.records import CONDITION_FILE
+
+
+def _differs(ours: Path, theirs: Path) -> bool:
+    """The checkout lacks the worktree's file, or holds other bytes."""
+    return not ours.is_file() or ours.read_bytes() != theirs.read_bytes()
 
 
 def finished_folders(worktree_study: Path, checkout_study: Path) -> list[Path]:
     """Result folders (relative to the study folder) whose condition.json the checkout lacks or differs from."""
-    found = []
-    for condition in sorted((worktree_study / "results").rglob(CONDITION_FILE)):
-        folder = condition.parent.relative_to(worktree_study)
-        ours = checkout_study / folder / CONDITION_FILE
-        if not ours.is_file() or ours.read_bytes() != condition.read_bytes():
-            found.append(folder)
-    return found
+    conditions = sorted((worktree_study / "results").rglob(CONDITION_FILE))
+    return [c.parent.relative_to(worktree_study) for c in conditions
+            if _differs(checkout_study / c.relative_to(worktree_study), c)]
 
 
 def changed_metrics(worktree_study: Path, checkout_study: Path) -> list[Path]:
     """Files under metrics/ (a warm start's warmstart.json, ...) the checkout lacks or holds otherwise."""
-    found = []
-    for path in sorted((worktree_study / "metrics").rglob("*")):
-        relative = path.relative_to(worktree_study)
-        ours = checkout_study / relative
-        if path.is_file() and (not ours.is_file() or ours.read_bytes() != path.read_bytes()):
-            found.append(relative)
-    return found
+    files = [path for path in sorted((worktree_study / "metrics").rglob("*")) if path.is_file()]
+    return [f.relative_to(worktree_study) for f in files if _differs(checkout_study / f.relative_to(worktree_study), f)]
 
 
 def merged_lock(worktree_lock: dict, checkout_lock: dict) -> dict:

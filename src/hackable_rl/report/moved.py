@@ -60,15 +60,15 @@ def _compare(cell: str, method: str, seed: int, trained: list[PromptResult], bas
 
 def moved_from_base(cells: Mapping[CellKey, dict[int, Path]]) -> list[Moved]:
     """Every trained condition against the base of its seed, in cell, method and seed order."""
-    base = next((seeds for (_, method), seeds in cells.items() if method == BASE), {})
+    base_folders = next((seeds for (_, method), seeds in cells.items() if method == BASE), {})
+    base = {seed: read_prompt_results(folder / PROMPTS_FILE) for seed, folder in base_folders.items()}
     rows = []
     for (cell, method), seeds in sorted(cells.items()):
         if method == BASE:
             continue
         for seed, folder in sorted(seeds.items()):
             if seed in base:
-                row = _compare(cell, method, seed, read_prompt_results(folder / PROMPTS_FILE),
-                               read_prompt_results(base[seed] / PROMPTS_FILE))
+                row = _compare(cell, method, seed, read_prompt_results(folder / PROMPTS_FILE), base[seed])
                 rows += [row] if row else []
     return rows
 

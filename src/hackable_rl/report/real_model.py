@@ -51,7 +51,7 @@ from hackable_rl.report.declared import (
 from hackable_rl.report.moved import moved_from_base, moved_lines, write_moved
 from hackable_rl.report.natural import PATTERN_RATIO
 from hackable_rl.report.study_plots import curves_by_cell_plot, learning_curves_by_cell_plot
-from hackable_rl.study.budget import measured_cost
+from hackable_rl.study.budget import MeasuredCost, measured_cost
 from hackable_rl.study.cells import NoiseCell, cell_roles, read_cell, study_cells
 from hackable_rl.study.records import BASE, find_condition_files, write_summary
 
@@ -169,18 +169,23 @@ def _small_n_lines(study_file: Path) -> list[str]:
             "from it is weaker than a five-replicate one.", ""]
 
 
-def _cost_lines(study_dir: Path, study: StudyFile, out_dir: Path) -> list[str]:
-    """What the study's stages took against its declared budget (cost.json), or nothing where it declares none."""
+def _measured(study_dir: Path, study: StudyFile) -> MeasuredCost | None:
+    """What the study's stages recorded, where it declares a budget to hold it against (else None)."""
     if study.budget_hours is None:
-        return []
+        return None
     warm_starts = Path(study_dir).resolve().parent / WARM_START_METRICS
-    cost = measured_cost(find_condition_files(study_dir),
+    return measured_cost(find_condition_files(study_dir),
                          [path for seed in study.seeds if (path := warm_starts / f"s{seed}" / "warmstart.json").is_file()])
-    write_json(out_dir / COST_FILE, cost.as_dict() | {"budget_hours": study.budget_hours})
-    within = "inside" if cost.wall_hours <= study.budget_hours else "over"
+
+
+def _cost_lines(cost: MeasuredCost | None, budget_hours: float | None) -> list[str]:
+    """The report's section on what the stages took against the declared budget; nothing without one."""
+    if cost is None or budget_hours is None:
+        return []
+    within = "inside" if cost.wall_hours <= budget_hours else "over"
     return ["## What the study cost (measured)", "",
             f"The seconds each stage recorded, one lane each: {cost.describe()}; {within} the declared budget of "
-            f"{study.budget_hours:g} h. Stages that shared the machine with other work took longer than alone, and a "
+            f"{budget_hours:g} h. Stages that shared the machine with other work took longer than alone, and a "
             f"condition resumed from a checkpoint records only its last run (`{COST_FILE}`).", ""]
 
 
@@ -199,12 +204,15 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
     learning = learning_curves_by_cell_plot(cells, out_dir / "learning_curves.png")
     moved = moved_from_base(cells)
     write_moved(moved, out_dir)
+    cost = _measured(study_dir, study)
+    if cost is not None:
+        write_json(out_dir / COST_FILE, cost.as_dict() | {"budget_hours": study.budget_hours})
     patterns = (study.exploited_flaw,) if kinds.blind else ()
     lines = [f"# {title}", "", machines_line(study_dir), "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
              *outcomes_markdown(outcomes, []), *_equivalence_lines(outcomes), *_noise_gap_lines(kinds.noise), "",
              *moved_lines(moved),
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
-             *_cost_lines(study_dir, study, out_dir),
+             *_cost_lines(cost, study.budget_hours),
              f"![exploit share and hacking gap over training, per cell]({plot.name})", "",
              f"![judge correctness and training reward over training, per cell]({learning.name})", ""]
     report = out_dir / "report.md"

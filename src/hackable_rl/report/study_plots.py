@@ -17,7 +17,7 @@ from hackable_rl.extensions import reference_method
 from hackable_rl.report.declared import CellKey
 from hackable_rl.report.outcomes import Cells, cell_label, clean_gain_of, curves_of, paired, sorted_cells
 from hackable_rl.report.plots import SMOOTHING_STEPS, _save, plt
-from hackable_rl.study.records import BASE, CONDITION_FILE, read_condition
+from hackable_rl.study.records import BASE, CONDITION_FILE, CURVE_FILE, read_condition
 
 __all__ = ["curves_by_cell_plot", "curves_plot", "gain_plot", "learning_curves_by_cell_plot"]
 
@@ -87,7 +87,8 @@ def learning_curves_by_cell_plot(cells: Mapping[CellKey, dict[int, Path]], path:
     range as a band) and the training verifier's reward (dashed), seed mean, 10-step moving average: what
     the policy learnt over training beside what it was paid. A cell without curve.csv gets no panel (its
     first and last tenth are in condition.json's `train`)."""
-    scored = {key: seeds for key, seeds in cells.items() if key[1] == BASE or curves_of(seeds)}
+    scored = {key: seeds for key, seeds in cells.items()
+              if key[1] == BASE or any((folder / CURVE_FILE).exists() for folder in seeds.values())}
     return _cell_panels(scored, path, ("correctness", "judge correctness (band: seed range)"),
                         ("observed_reward", "training reward"), "mean over a step's samples (10-step mean)",
                         "Learning curves: judge correctness and training reward per cell and method (mean of seeds)")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hackable_rl.core.jsonl import read_json
-from hackable_rl.study.records import IDENTICAL
+from hackable_rl.study.records import BASE, IDENTICAL
 
 __all__ = ["MEASURED", "MeasuredCost", "Rates", "StudyCost", "measured_cost", "study_cost"]
 
@@ -134,8 +134,11 @@ def measured_cost(condition_files: list[Path], warm_start_files: list[Path]) -> 
         record = read_json(path)
         if record.get("status") == IDENTICAL or record.get("seconds") is None:
             continue
-        (base if record["condition"].get("method") == "base" else trained).append(float(record["seconds"]))
-        training.append(float((record.get("train") or {}).get("seconds") or 0.0))
+        if record["condition"].get("method") == BASE:
+            base.append(float(record["seconds"]))
+        else:
+            trained.append(float(record["seconds"]))
+            training.append(float((record.get("train") or {}).get("seconds") or 0.0))
     warm = [float(read_json(path)["seconds"]["total"]) for path in warm_start_files]
     return MeasuredCost(warm_starts=len(warm), warm_start_hours=sum(warm) / 3600, base_evaluations=len(base),
                         base_hours=sum(base) / 3600, trained_conditions=len(trained), trained_hours=sum(trained) / 3600,
