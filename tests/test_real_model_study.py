@@ -96,6 +96,9 @@ def test_the_learning_studys_stages_run_robust_against_baseline_in_a_noisy_ensem
     moved = (project / "reports/moved.csv").read_text().splitlines()  # every trained arm against its own base
     assert len(moved) == 1 + 2 * 5 and moved[0].startswith("cell,method,seed,prompts,same_correct")
     assert (project / "reports/learning_curves.png").read_bytes().startswith(b"\x89PNG")
+    report = (project / "reports/report.md").read_text()  # every trained arm's first and last tenth, noise cells too
+    tenths = report.split("## What training did on its own samples")[1].split("\n## ")[0]
+    assert sum(line.startswith("| noisy3 |") for line in tenths.splitlines()) == 2 and "| flip0.4 | baseline | 2 |" in tenths
 
 
 @pytest.mark.usefixtures("fresh_logging")

@@ -23,7 +23,8 @@ the spec's replicates (`small_n_reason`) has the small n and its reason printed 
 declaring `budget_hours` gets what its stages took against that budget (cost.json beside the report), from
 the seconds its conditions and its warm starts (`metrics/warmstart/s<seed>/warmstart.json` in the study's
 folder, as its dvc.yaml writes them) recorded. How far training moved each arm from its base, per
-replicate, is described beside the outcomes (report.moved: moved.csv).
+replicate, is described beside the outcomes (report.moved: moved.csv), and what training did on its own
+samples, first tenth of the steps against the last, for every trained arm (report.training_tenths).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from hackable_rl.report.declared import (
 from hackable_rl.report.moved import moved_from_base, moved_lines, write_moved
 from hackable_rl.report.natural import PATTERN_RATIO
 from hackable_rl.report.study_plots import curves_by_cell_plot, learning_curves_by_cell_plot
+from hackable_rl.report.training_tenths import tenths_lines
 from hackable_rl.study.budget import MeasuredCost, measured_cost
 from hackable_rl.study.cells import NoiseCell, cell_roles, read_cell, study_cells
 from hackable_rl.study.records import BASE, find_condition_files, write_summary
@@ -210,7 +212,7 @@ def build_real_model_report(study_dir: Path, out_dir: Path, title: str, outcomes
     patterns = (study.exploited_flaw,) if kinds.blind else ()
     lines = [f"# {title}", "", machines_line(study_dir), "", *_small_n_lines(study_file), *overview(table, cells, tuple(p for p in patterns if p)), "",
              *outcomes_markdown(outcomes, []), *_equivalence_lines(outcomes), *_noise_gap_lines(kinds.noise), "",
-             *moved_lines(moved),
+             *moved_lines(moved), *tenths_lines(table),
              *payoff_lines(Path(study_dir), cell_roles(study_file), PAYOFF_HEADING), "",
              *_cost_lines(cost, study.budget_hours),
              f"![exploit share and hacking gap over training, per cell]({plot.name})", "",
