@@ -30,7 +30,7 @@ from hackable_rl.core.jsonl import read_json
 from hackable_rl.core.registry import METHODS
 from hackable_rl.evaluation.replicates import difference_bounds, replicate_interval
 from hackable_rl.extensions import exploits_of, reference_method
-from hackable_rl.report.conditions import interval_label, machines_line, study_table
+from hackable_rl.report.conditions import column_mean, interval_label, machines_line, study_table
 from hackable_rl.report.declared import (
     TRANSFER,
     CellKey,
@@ -217,16 +217,12 @@ def overview(table: pd.DataFrame, cells: Mapping[CellKey, dict[int, Path]], patt
              "| --- | --- | --- | --- | --- | --- | --- |" + " --- |" * len(patterns)]
     for (cell, method), group in ok.groupby(["cell", "method"], sort=True):
         transferred = policy_value(cells[(cell, method)], TRANSFER) if (cell, method) in cells else None
-        shares = "".join(f" {_fmt(_column_mean(group, column))} |" for column in columns)
+        shares = "".join(f" {_fmt(column_mean(group, column))} |" for column in columns)
         lines.append(f"| {cell} | {method} | {len(group)} | {_fmt(group['pass_at_1'].mean())} | {_fmt(transferred)} | "
-                     f"{_fmt(_column_mean(group, 'exploit_share'))} | {_fmt(_column_mean(group, 'hacking_gap'))} |{shares}")
+                     f"{_fmt(column_mean(group, 'exploit_share'))} | {_fmt(column_mean(group, 'hacking_gap'))} |{shares}")
     failed = table[table["status"] != "ok"]
     lines += [f"- failed: {row['name']}: {row['error']}" for _, row in failed.iterrows()]
     return lines
-
-
-def _column_mean(group: pd.DataFrame, column: str) -> float | None:
-    return float(group[column].mean()) if column in group and group[column].notna().any() else None
 
 
 def payoff_lines(study_dir: Path, roles: CellRoles,

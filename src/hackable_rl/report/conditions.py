@@ -90,6 +90,11 @@ def study_table(study_dir: Path) -> pd.DataFrame:
             .drop(columns="_order").reset_index(drop=True))
 
 
+def column_mean(group: pd.DataFrame, column: str) -> float | None:
+    """The column's mean over the rows that recorded it; None where the column is absent or all blank."""
+    return float(group[column].mean()) if column in group and group[column].notna().any() else None
+
+
 def methods_and_controls(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The method cells and the controls of a `study_table`."""
     is_control = table["control"].notna()

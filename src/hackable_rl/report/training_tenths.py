@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hackable_rl.report.conditions import column_mean
 from hackable_rl.study.records import BASE
 
 __all__ = ["tenths_lines"]
@@ -26,14 +27,8 @@ JUDGE = "train/judge/correctness"
 REWARD = "train/reward/observed"
 
 
-def _mean(group: pd.DataFrame, column: str) -> float | None:
-    """The column's mean over the replicates that recorded it (None where none did)."""
-    values = group[column].dropna() if column in group else pd.Series(dtype=float)
-    return float(values.mean()) if len(values) else None
-
-
 def _first_to_last(group: pd.DataFrame, key: str) -> str:
-    first, last = _mean(group, f"{key}/first"), _mean(group, f"{key}/last")
+    first, last = column_mean(group, f"{key}/first"), column_mean(group, f"{key}/last")
     return "-" if first is None or last is None else f"{first:.3f} → {last:.3f}"
 
 
