@@ -100,7 +100,8 @@ def ui(
 
 def docs_blocks(
     files: Annotated[list[Path] | None, typer.Argument(
-        help="Docs files (default: README.md and every docs/*.md holding a generated block).")] = None,
+        help="Docs files (default: README.md, every docs/*.md and every pipelines/*/README.md holding a "
+                  "generated block).")] = None,
     root: Annotated[Path, typer.Option("--root", help="The repository root the blocks' sources are relative to.")] = Path("."),
     check: Annotated[bool, typer.Option("--check", help="Write nothing; list the stale blocks and exit 1 if any.")] = False,
 ) -> None:
@@ -110,7 +111,7 @@ def docs_blocks(
 
     paths = files or docs_files(root)
     if not paths:  # nothing to render is not a mistake; the line says where it looked
-        typer.echo(f"{root}: no README.md or docs/*.md holds a generated block")
+        typer.echo(f"{root}: no README.md, docs/*.md or pipelines/*/README.md holds a generated block")
         return
     if not check:
         typer.echo("\n".join(rewrite_docs(paths, root)))

@@ -100,8 +100,10 @@ def find_blocks(text: str, doc: str) -> list[Block]:
 
 
 def docs_files(root: Path) -> list[Path]:
-    """README.md and every docs/*.md under `root` that holds a generated block."""
-    candidates = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """README.md, every docs/*.md and every pipelines/*/README.md under `root` that holds a generated
+    block (a study's README restates its results too; sources stay relative to `root`)."""
+    candidates = [root / "README.md", *sorted((root / "docs").glob("*.md")),
+                  *sorted((root / "pipelines").glob("*/README.md"))]
     return [path for path in candidates if path.is_file() and OPEN in path.read_text()]
 
 
