@@ -140,8 +140,21 @@ def test_the_family_size_a_report_states_is_its_outcomes_files(study: str) -> No
     folder = REPO / "pipelines" / study
     rows = json.loads((folder / "metrics" / "outcomes.json").read_text())
     adjusted = {(row["cell"], row["a"], row["b"], row["metric"]) for row in rows if row["p_holm"] is not None}
-    stated = re.findall(r"\((\d+) p-values here\)", (folder / "reports" / "report.md").read_text())
+    stated = re.findall(r"\((\d+) p-values here\)", _report_beside_outcomes(folder).read_text())
     assert stated and {int(n) for n in stated} == {len(adjusted)}
+
+
+def _report_beside_outcomes(folder: Path) -> Path:
+    """The report.md the stage writing metrics/outcomes.json writes beside it (its `--out` folder: reports/,
+    or reports/study/ where the study's folder also holds its pilots' reports)."""
+    import yaml
+
+    stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
+    for stage in stages.values():
+        outs = [next(iter(out)) if isinstance(out, dict) else out for out in stage.get("outs", [])]
+        if "metrics/outcomes.json" in outs:
+            return folder / next(out for out in outs if out.startswith("reports")) / "report.md"
+    raise AssertionError(f"{folder}/dvc.yaml: no stage writes metrics/outcomes.json")
 
 
 def test_a_malformed_affine_arms_file_is_one_line_naming_it(tmp_path) -> None:
