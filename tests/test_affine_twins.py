@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 
 from hackable_rl.config.experiment import ExperimentConfig
 from hackable_rl.core.registry import METHODS
@@ -147,8 +148,6 @@ def test_the_family_size_a_report_states_is_its_outcomes_files(study: str) -> No
 def _report_beside_outcomes(folder: Path) -> Path:
     """The report.md the stage writing metrics/outcomes.json writes beside it (its `--out` folder: reports/,
     or reports/study/ where the study's folder also holds its pilots' reports)."""
-    import yaml
-
     stages = yaml.safe_load((folder / "dvc.yaml").read_text())["stages"]
     for stage in stages.values():
         outs = [next(iter(out)) if isinstance(out, dict) else out for out in stage.get("outs", [])]

@@ -100,8 +100,8 @@ def ui(
 
 def docs_blocks(
     files: Annotated[list[Path] | None, typer.Argument(
-        help="Docs files (default: README.md, every docs/*.md and every pipelines/*/README.md holding a "
-                  "generated block).")] = None,
+        help="Docs files (default: README.md, every docs/*.md and every pipelines/*/README.md holding "
+             "a generated block).")] = None,
     root: Annotated[Path, typer.Option("--root", help="The repository root the blocks' sources are relative to.")] = Path("."),
     check: Annotated[bool, typer.Option("--check", help="Write nothing; list the stale blocks and exit 1 if any.")] = False,
 ) -> None:
